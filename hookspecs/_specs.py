@@ -1,0 +1,226 @@
+"""Hook specifications: the reference for plugin authors.
+
+Every hook is called with keyword arguments only. An implementation may accept fewer
+arguments than the specification lists (pluggy's opt-in arguments), so a plugin written
+against an older contract keeps working when a hook gains an argument.
+
+Unless a hook says *sync only*, its implementations may be plain functions, ``async def``
+functions, or plain functions marked ``@hookimpl(blocking=True)`` (run in a worker thread).
+The core awaits them with pluggy's order: wrappers outside the rest; ``tryfirst``, normal,
+``trylast`` groups; within a group, the plugin registered last is called first. For
+``firstresult`` hooks the first *awaited* value that is not ``None`` wins.
+
+*Per-plugin* hooks (``configure``, ``register_commands``, ``register_llm_providers``) are
+called once for each plugin with arguments bound to that plugin: its own settings, and a
+``register`` that checks what it registers against its own manifest.
+"""
+
+from __future__ import annotations
+
+from ._markers import hookspec
+from ._types import (
+    CommandCall,
+    CommandResult,
+    CommandReview,
+    Confirmation,
+    ConfirmationRequest,
+    Event,
+    LLMRequest,
+    LLMResponse,
+    MemoryHit,
+    MemoryItem,
+    MemoryQuery,
+    Plan,
+    PlanningContext,
+    PlanReview,
+    PluginSettings,
+    PromptBuilder,
+    RegisterCommand,
+    RegisterLLMProvider,
+    RuntimeView,
+    SessionOutcome,
+    SessionView,
+)
+
+# --- lifecycle -------------------------------------------------------------------------
+
+
+@hookspec
+def autogpt_startup(runtime: RuntimeView) -> None:
+    """Called once when a runtime starts, after every plugin is loaded and configured.
+
+    Open long-lived resources here. The return value is ignored.
+    """
+
+
+@hookspec
+def autogpt_shutdown(runtime: RuntimeView) -> None:
+    """Called once when the runtime stops, even after an error or Ctrl-C.
+
+    Close what ``autogpt_startup`` opened. The return value is ignored.
+    """
+
+
+@hookspec
+def session_start(session: SessionView) -> None:
+    """Called when a session starts or is resumed, before its first cycle.
+
+    The return value is ignored.
+    """
+
+
+@hookspec
+def session_end(session: SessionView, outcome: SessionOutcome) -> None:
+    """Called when a session ends, whatever the reason (``outcome.status``).
+
+    The return value is ignored.
+    """
+
+
+# --- configuration and registration (per plugin, sync only) ----------------------------
+
+
+@hookspec
+def configure(settings: PluginSettings) -> None:
+    """Per plugin, sync only: receive this plugin's settings, validated against its manifest.
+
+    Called once at load, before ``autogpt_startup``. Secrets declared in the manifest's
+    ``config`` are included; no other plugin sees them.
+    """
+
+
+@hookspec
+def register_commands(register: RegisterCommand) -> None:
+    """Per plugin, sync only: register the functions behind the commands your manifest declares.
+
+    Call ``register(name, function)`` once per command. ``name`` must be a command of your
+    manifest's ``capabilities.commands`` (not an alias); the function's parameters must be
+    the declared JSON-Schema properties, plus optionally ``ctx`` (a ``CommandContext``).
+    Anything else is refused with a ``RegistrationError`` naming your plugin. The function
+    may be sync, ``async def``, or marked ``hookspecs.blocking``; it returns a string, a
+    ``CommandResult``, or any JSON value.
+    """
+
+
+@hookspec
+def register_llm_providers(register: RegisterLLMProvider) -> None:
+    """Per plugin, sync only: ``register(name, factory)`` for each LLM provider you offer.
+
+    ``factory(options: ProviderOptions)`` returns an ``LLMProvider``. Users pick one with
+    ``--llm NAME``.
+    """
+
+
+# --- planning --------------------------------------------------------------------------
+
+
+@hookspec
+def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
+    """Each cycle, before planning: add constraints, resources and context to ``prompt``.
+
+    The return value is ignored; contribute through ``prompt.add_*``.
+    """
+
+
+@hookspec(firstresult=True)
+def plan(session: SessionView, context: PlanningContext) -> Plan | None:
+    """firstresult. Propose the next action: usually by asking the model through ``context``.
+
+    Return a ``Plan``; return ``None`` to let the next planner decide. The first non-``None``
+    awaited value wins.
+    """
+
+
+@hookspec
+def post_plan(session: SessionView, review: PlanReview) -> None:
+    """After planning: inspect ``review.plan``, replace it to amend it, or ``review.veto(reason)``.
+
+    A veto skips the command; the reason becomes the model's next observation.
+    """
+
+
+# --- command dispatch ------------------------------------------------------------------
+
+
+@hookspec
+def pre_command(session: SessionView, review: CommandReview) -> None:
+    """Before a command runs (after permission checks): rewrite ``review.call`` or refuse it.
+
+    A rewritten call is validated again against the command's parameter schema.
+    """
+
+
+@hookspec(firstresult=True)
+def post_command(
+    session: SessionView, call: CommandCall, result: CommandResult
+) -> CommandResult | None:
+    """firstresult. After a command ran: return a ``CommandResult`` to replace what the model sees.
+
+    Return ``None`` to leave the result alone; the first non-``None`` value wins.
+    """
+
+
+# --- memory ----------------------------------------------------------------------------
+
+
+@hookspec
+def memory_store(session: SessionView, item: MemoryItem) -> str | None:
+    """Store ``item`` in your memory backend; return the id you gave it, or ``None``.
+
+    Every backend is called; each stores its own copy.
+    """
+
+
+@hookspec
+def memory_recall(session: SessionView, query: MemoryQuery) -> list[MemoryHit] | None:
+    """Return up to ``query.limit`` items matching ``query.text``, best first.
+
+    The core merges the hits of all backends by score and keeps the best ``query.limit``.
+    """
+
+
+@hookspec
+def memory_forget(session: SessionView, query: MemoryQuery) -> int | None:
+    """Forget items matching ``query`` (``text == ""`` with scope ``session`` = all of this
+    session's). Return how many were forgotten."""
+
+
+# --- output ----------------------------------------------------------------------------
+
+
+@hookspec
+def on_event(session: SessionView, event: Event) -> None:
+    """Called for every event of a session: thought, plan, command, result, error, message,
+    budget, confirmation, start and end. Console output, JSON-lines logs and the server's
+    event stream are implementations of this hook. The return value is ignored.
+    """
+
+
+# --- model requests --------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def llm_request(session: SessionView, request: LLMRequest) -> LLMResponse | None:
+    """firstresult. Every model request goes through here.
+
+    The core's own ``trylast`` implementation sends the request to the session's provider.
+    Implement it as a ``wrapper=True`` generator to log, time or account for requests; return
+    a response from a normal implementation to answer without the provider (a cache).
+    """
+
+
+# --- the user --------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def confirm(session: SessionView, request: ConfirmationRequest) -> Confirmation | None:
+    """firstresult. Decide whether a command needing ungranted permissions may run.
+
+    Return ``None`` if you cannot ask (no terminal, not your session). With no answer at all
+    the command is refused. Never called in continuous mode: there the command is refused.
+    """
+
+
+@hookspec(firstresult=True)
+def user_input(session: SessionView, question: str) -> str | None:
+    """firstresult. Ask the user ``question`` and return the answer, or ``None`` if you cannot."""

@@ -1,0 +1,378 @@
+"""Values that cross the hook boundary.
+
+Frozen attrs classes are values: a plugin can keep them, compare them and pass them on.
+The few ``attrs.define`` classes are *builders* a hook receives to contribute into
+(a prompt under construction, a plan under review); they say so in their docstring.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+JSON = Any
+"""A JSON-compatible value: dict, list, str, int, float, bool or None."""
+
+
+class Role(enum.StrEnum):
+    """Who said a chat message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@attrs.frozen
+class ToolCall:
+    """A model's request to run one command; ``arguments`` is the raw JSON string it sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class Message:
+    """One chat message as sent to, or received from, a model."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@attrs.frozen
+class ToolSpec:
+    """A command offered to the model as a tool: name, description, JSON-Schema parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, JSON]
+
+
+@attrs.frozen
+class Usage:
+    """Token counts and cost of one model request, as reported by the provider."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@attrs.frozen
+class LLMRequest:
+    """One request to a chat model."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@attrs.frozen
+class LLMResponse:
+    """A model's answer: the assistant message (text and/or tool calls) and its usage."""
+
+    message: Message
+    usage: Usage = Usage()
+    model: str | None = None
+
+
+@runtime_checkable
+class LLMProvider(Protocol):
+    """What ``register_llm_providers`` registers a factory for.
+
+    ``complete`` sends one request; ``aclose`` releases connections and is always awaited
+    by the core when the provider is no longer needed.
+    """
+
+    async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+@attrs.frozen
+class ProviderOptions:
+    """What the core passes to an LLM provider factory (from config and the command line)."""
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    extra: Mapping[str, JSON] = attrs.field(factory=dict)
+
+
+LLMProviderFactory = Callable[[ProviderOptions], LLMProvider]
+
+
+@attrs.frozen
+class Budget:
+    """Limits of a session and what has been spent so far (``None`` = unlimited)."""
+
+    max_cycles: int | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    cycles: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@attrs.frozen
+class SessionView:
+    """A read-only snapshot of a session, passed to every per-session hook.
+
+    A new snapshot is made each cycle; keep the ``id``, not the object, to follow a session.
+    """
+
+    id: str
+    goal: str
+    workspace: Path
+    cycle: int = 0
+    continuous: bool = False
+    budget: Budget = Budget()
+
+
+@attrs.frozen
+class RuntimeView:
+    """What lifecycle hooks learn about the running core."""
+
+    core_version: str
+    data_dir: Path
+    plugins: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class PluginSettings:
+    """One plugin's validated settings, given to that plugin alone by ``configure``.
+
+    Settings declared ``secret`` in the manifest are here too, and nowhere else.
+    """
+
+    plugin_id: str
+    values: Mapping[str, JSON] = attrs.field(factory=dict)
+    data_dir: Path | None = None
+
+
+@attrs.define
+class PromptBuilder:
+    """Builder passed to ``build_prompt``: each plugin adds what the model should know.
+
+    Mutable on purpose: every ``build_prompt`` implementation contributes into the same
+    builder, and the core renders it into the system message after the call.
+    """
+
+    goal: str
+    constraints: list[str] = attrs.field(factory=list)
+    resources: list[str] = attrs.field(factory=list)
+    context: list[str] = attrs.field(factory=list)
+
+    def add_constraint(self, text: str) -> None:
+        self.constraints.append(text)
+
+    def add_resource(self, text: str) -> None:
+        self.resources.append(text)
+
+    def add_context(self, text: str) -> None:
+        self.context.append(text)
+
+    def render(self) -> str:
+        parts = [f"Your goal: {self.goal}"]
+        for title, items in (
+            ("Constraints", self.constraints),
+            ("Resources", self.resources),
+            ("Context", self.context),
+        ):
+            if items:
+                parts.append(title + ":\n" + "\n".join(f"- {item}" for item in items))
+        return "\n\n".join(parts)
+
+
+@attrs.frozen
+class CommandCall:
+    """A request to run one registered command with JSON arguments."""
+
+    command: str
+    arguments: Mapping[str, JSON] = attrs.field(factory=dict)
+    call_id: str = ""
+
+
+@attrs.frozen
+class Plan:
+    """What the planner proposes for this cycle: its reasoning and at most one command.
+
+    ``call is None`` means the model answered in text only; ``text`` holds it.
+    """
+
+    text: str = ""
+    call: CommandCall | None = None
+    usage: Usage = Usage()
+    assistant_message: Message | None = None
+
+
+PlanCompleter = Callable[[LLMRequest], Awaitable[LLMResponse]]
+
+
+@attrs.frozen
+class PlanningContext:
+    """What ``plan`` receives: the conversation so far, the tools, and the model.
+
+    ``complete`` sends a request through the ``llm_request`` hook to the session's provider.
+    """
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    complete: PlanCompleter = attrs.field(repr=False)
+    model: str | None = None
+
+
+@attrs.define
+class PlanReview:
+    """Builder passed to ``post_plan``: replace ``plan`` to amend it, or ``veto`` it.
+
+    Mutable on purpose: reviewers run in hook order and each sees the previous one's edits.
+    """
+
+    plan: Plan
+    vetoed: str | None = None
+
+    def veto(self, reason: str) -> None:
+        self.vetoed = reason
+
+
+@attrs.define
+class CommandReview:
+    """Builder passed to ``pre_command``: replace ``call`` to rewrite it, or ``refuse`` it."""
+
+    call: CommandCall
+    refused: str | None = None
+
+    def refuse(self, reason: str) -> None:
+        self.refused = reason
+
+
+@attrs.frozen
+class CommandResult:
+    """The outcome of one command: its output for the model, or the error."""
+
+    ok: bool
+    output: str = ""
+    error: str | None = None
+    data: JSON = None
+
+    @classmethod
+    def success(cls, output: str, data: JSON = None) -> CommandResult:
+        return cls(ok=True, output=output, data=data)
+
+    @classmethod
+    def failure(cls, error: str) -> CommandResult:
+        return cls(ok=False, error=error)
+
+
+@attrs.frozen
+class CommandContext:
+    """Passed to a command function that declares a ``ctx`` parameter."""
+
+    session: SessionView
+    plugin_id: str
+    settings: PluginSettings
+    ask_user: Callable[[str], Awaitable[str | None]] = attrs.field(repr=False)
+
+
+CommandFunction = Callable[..., Any]
+
+
+@attrs.frozen
+class MemoryItem:
+    """Something worth remembering; ``session_id`` ties it to the session that stored it."""
+
+    text: str
+    session_id: str
+    kind: str = "note"
+    id: str = ""
+    metadata: Mapping[str, JSON] = attrs.field(factory=dict)
+    created_at: float = 0.0
+
+
+@attrs.frozen
+class MemoryQuery:
+    """A recall request. ``scope`` is ``"session"`` (this session only) or ``"all"``."""
+
+    text: str
+    limit: int = 5
+    scope: str = "session"
+
+
+@attrs.frozen
+class MemoryHit:
+    """One recalled item with its backend's score (higher is better) and backend name."""
+
+    item: MemoryItem
+    score: float
+    backend: str = ""
+
+
+class EventKind(enum.StrEnum):
+    """Kinds of events sent through ``on_event``."""
+
+    SESSION_START = "session_start"
+    THOUGHT = "thought"
+    PLAN = "plan"
+    COMMAND = "command"
+    RESULT = "result"
+    ERROR = "error"
+    MESSAGE = "message"
+    BUDGET = "budget"
+    CONFIRMATION = "confirmation"
+    SESSION_END = "session_end"
+
+
+@attrs.frozen
+class Event:
+    """Something that happened in a session. ``data`` holds JSON values only, secrets redacted."""
+
+    kind: EventKind
+    session_id: str
+    cycle: int
+    data: Mapping[str, JSON] = attrs.field(factory=dict)
+    timestamp: float = 0.0
+
+
+@attrs.frozen
+class ConfirmationRequest:
+    """Asks the user whether a command may run with permissions not granted in the config."""
+
+    call: CommandCall
+    plugin_id: str
+    missing_permissions: tuple[str, ...]
+    description: str = ""
+
+
+@attrs.frozen
+class Confirmation:
+    """An answer to a ``ConfirmationRequest``; ``remember`` grants it for the session."""
+
+    approved: bool
+    reason: str = ""
+    remember: bool = False
+
+
+@attrs.frozen
+class SessionOutcome:
+    """How a session ended: ``status`` is finished, stopped, failed or budget_exhausted."""
+
+    status: str
+    result: str = ""
+    cycles: int = 0
+
+
+RegisterCommand = Callable[[str, CommandFunction], None]
+RegisterLLMProvider = Callable[[str, LLMProviderFactory], None]
