@@ -28,7 +28,9 @@ def test_all_lists_every_public_name(module: types.ModuleType) -> None:
     """``__all__`` is sorted and equals the public, non-module names of the package."""
     public = _public_names(module)
     listed = [
-        name for name in module.__all__ if not isinstance(getattr(module, name), types.ModuleType)
+        name
+        for name in module.__all__
+        if not name.startswith("_") and not isinstance(getattr(module, name), types.ModuleType)
     ]
     assert sorted(listed) == public
     assert list(module.__all__) == sorted(module.__all__)
