@@ -210,12 +210,17 @@ class Plan:
     """What the planner proposes for this cycle: its reasoning and at most one command.
 
     ``call is None`` means the model answered in text only; ``text`` holds it.
+    ``assistant_message`` is the model's message as received (the core keeps it in the
+    conversation and answers every tool call in it). ``error`` describes a problem with the
+    model's answer (e.g. a tool call whose arguments are not JSON) that the model is told
+    about next cycle.
     """
 
     text: str = ""
     call: CommandCall | None = None
     usage: Usage = Usage()
     assistant_message: Message | None = None
+    error: str | None = None
 
 
 PlanCompleter = Callable[[LLMRequest], Awaitable[LLMResponse]]
@@ -261,16 +266,25 @@ class CommandReview:
 
 @attrs.frozen
 class CommandResult:
-    """The outcome of one command: its output for the model, or the error."""
+    """The outcome of one command: its output for the model, or the error.
+
+    ``final=True`` ends the session after this command, with ``output`` as its result
+    (what the ``finish`` command returns).
+    """
 
     ok: bool
     output: str = ""
     error: str | None = None
     data: JSON = None
+    final: bool = False
 
     @classmethod
     def success(cls, output: str, data: JSON = None) -> CommandResult:
         return cls(ok=True, output=output, data=data)
+
+    @classmethod
+    def finished(cls, result: str) -> CommandResult:
+        return cls(ok=True, output=result, final=True)
 
     @classmethod
     def failure(cls, error: str) -> CommandResult:
