@@ -1,0 +1,264 @@
+"""The command registry: what plugins may run on the model's behalf.
+
+A plugin registers the functions behind the commands its manifest declares, through the
+``register`` callable its ``register_commands`` hook receives. The registry checks each
+registration against the manifest (name declared, parameters matching the JSON Schema),
+owns aliases, turns commands into tools for the model, validates arguments and invokes
+the function the way its kind requires (inline, awaited, or in a worker thread).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from hookspecs import (
+    BLOCKING_ATTR,
+    CommandContext,
+    CommandFunction,
+    CommandResult,
+    RegisterCommand,
+    ToolSpec,
+)
+
+from ._errors import (
+    CommandArgumentsError,
+    ConflictError,
+    RegistrationError,
+    UnknownCommandError,
+)
+from ._manifest import CommandDecl, Manifest
+
+
+@attrs.frozen
+class RegisteredCommand:
+    """A command bound to the function of the plugin that declared it."""
+
+    plugin_id: str
+    decl: CommandDecl
+    function: CommandFunction = attrs.field(repr=False)
+    kind: str  # "sync" | "async" | "blocking"
+    wants_ctx: bool
+    validator: Any = attrs.field(repr=False, eq=False)
+
+    @property
+    def name(self) -> str:
+        return self.decl.name
+
+    def validate(self, arguments: Mapping[str, Any]) -> None:
+        """Raise ``CommandArgumentsError`` listing every way ``arguments`` miss the schema."""
+        errors = sorted(self.validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        if errors:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors
+            )
+            raise CommandArgumentsError(
+                f"command {self.name!r} got invalid arguments: {problems}. "
+                f"Call it again with arguments matching its parameters: "
+                f"{json.dumps(self.decl.parameters, sort_keys=True)}"
+            )
+
+    async def invoke(self, arguments: Mapping[str, Any], ctx: CommandContext) -> CommandResult:
+        """Run the command and normalise what it returns into a ``CommandResult``."""
+        kwargs = dict(arguments)
+        if self.wants_ctx:
+            kwargs["ctx"] = ctx
+        if self.kind == "async":
+            value = await self.function(**kwargs)
+        elif self.kind == "blocking":
+            value = await trio.to_thread.run_sync(
+                lambda: self.function(**kwargs), abandon_on_cancel=True
+            )
+        else:
+            value = self.function(**kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        return to_result(value)
+
+
+def to_result(value: object) -> CommandResult:
+    if isinstance(value, CommandResult):
+        return value
+    if isinstance(value, str):
+        return CommandResult.success(value)
+    if value is None:
+        return CommandResult.success("done")
+    try:
+        return CommandResult.success(json.dumps(value, default=str), data=value)
+    except (TypeError, ValueError):
+        return CommandResult.success(str(value))
+
+
+def _kind(function: CommandFunction) -> str:
+    if getattr(function, BLOCKING_ATTR, False):
+        return "blocking"
+    target = inspect.unwrap(function)
+    call = getattr(target, "__call__", None)  # noqa: B004 - callable objects
+    if inspect.iscoroutinefunction(target) or (
+        call is not None and not inspect.isroutine(target) and inspect.iscoroutinefunction(call)
+    ):
+        return "async"
+    return "sync"
+
+
+class CommandRegistry:
+    """Every registered command by name and alias."""
+
+    def __init__(self) -> None:
+        self._commands: dict[str, RegisteredCommand] = {}
+        self._names: dict[str, RegisteredCommand] = {}
+        self._tools: tuple[ToolSpec, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._commands)
+
+    def __iter__(self) -> Any:
+        return iter(self._commands.values())
+
+    def binder(self, manifest: Manifest) -> RegisterCommand:
+        """The ``register`` callable given to ``manifest``'s plugin."""
+
+        def register(name: str, function: CommandFunction) -> None:
+            self._register(manifest, name, function)
+
+        return register
+
+    def _register(self, manifest: Manifest, name: str, function: CommandFunction) -> None:
+        plugin = manifest.id
+        decls = {c.name: c for c in manifest.commands}
+        decl = decls.get(name)
+        if decl is None:
+            alias_of = next((c.name for c in manifest.commands if name in c.aliases), None)
+            if alias_of is not None:
+                raise RegistrationError(
+                    plugin,
+                    f"plugin {plugin!r} registered {name!r}, which is an alias of "
+                    f"{alias_of!r}: register the command under {alias_of!r}; the core adds aliases",
+                )
+            declared = ", ".join(sorted(decls)) or "none"
+            raise RegistrationError(
+                plugin,
+                f"plugin {plugin!r} registered command {name!r}, which its manifest does not "
+                f"declare (declared: {declared}); add it under capabilities.commands in "
+                f"{manifest.source or 'its manifest'}",
+            )
+        if not callable(function):
+            raise RegistrationError(
+                plugin, f"plugin {plugin!r} registered {name!r} with {function!r}, not a function"
+            )
+        existing = self._names.get(name)
+        if existing is not None and existing.plugin_id == plugin:
+            raise RegistrationError(plugin, f"plugin {plugin!r} registered {name!r} twice")
+        wants_ctx = _check_signature(plugin, decl, function)
+        from jsonschema import Draft202012Validator
+
+        command = RegisteredCommand(
+            plugin_id=plugin,
+            decl=decl,
+            function=function,
+            kind=_kind(function),
+            wants_ctx=wants_ctx,
+            validator=Draft202012Validator(dict(decl.parameters)),
+        )
+        for key in (decl.name, *decl.aliases):
+            other = self._names.get(key)
+            if other is not None:
+                raise ConflictError(
+                    plugin,
+                    f"plugin {plugin!r} and plugin {other.plugin_id!r} both provide command "
+                    f"{key!r}: disable one of them with 'autogpt plugins disable ID'",
+                )
+        self._commands[decl.name] = command
+        for key in (decl.name, *decl.aliases):
+            self._names[key] = command
+        self._tools = None
+
+    def remove_plugin(self, plugin_id: str) -> None:
+        """Forget every command of ``plugin_id`` (used when a plugin fails half-way)."""
+        self._commands = {k: v for k, v in self._commands.items() if v.plugin_id != plugin_id}
+        self._names = {k: v for k, v in self._names.items() if v.plugin_id != plugin_id}
+        self._tools = None
+
+    def get(self, name: str) -> RegisteredCommand:
+        """The command called ``name`` or one of its aliases."""
+        command = self._names.get(name)
+        if command is None:
+            close = difflib.get_close_matches(name, list(self._names), n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            available = ", ".join(sorted(self._commands)) or "none"
+            raise UnknownCommandError(
+                f"there is no command {name!r}.{hint} Available commands: {available}"
+            )
+        return command
+
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """The commands as tools for the model, sorted by name (cached until a change)."""
+        if self._tools is None:
+            self._tools = tuple(
+                ToolSpec(
+                    name=c.name,
+                    description=c.decl.description
+                    + (f" (aliases: {', '.join(c.decl.aliases)})" if c.decl.aliases else ""),
+                    parameters=c.decl.parameters,
+                )
+                for c in sorted(self._commands.values(), key=lambda c: c.name)
+            )
+        return self._tools
+
+
+def _check_signature(plugin: str, decl: CommandDecl, function: Callable[..., Any]) -> bool:
+    """Check ``function`` takes the declared parameters; return whether it wants ``ctx``."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return False  # builtins without a signature: trust the manifest
+    params = signature.parameters
+    properties = set((decl.parameters.get("properties") or {}).keys())
+    required = set(decl.parameters.get("required") or ())
+    has_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    accepted = {
+        n
+        for n, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    }
+    wants_ctx = "ctx" in accepted
+    missing = sorted(properties - accepted - {"ctx"}) if not has_var_kw else []
+    undeclared = sorted(
+        n
+        for n, p in params.items()
+        if n != "ctx"
+        and n not in properties
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p.default is inspect.Parameter.empty
+    )
+    optional_without_default = sorted(
+        n
+        for n in properties - required
+        if n in params and params[n].default is inspect.Parameter.empty
+    )
+    problems = []
+    if missing:
+        problems.append(f"does not accept declared parameter(s) {', '.join(missing)}")
+    if undeclared:
+        problems.append(
+            f"requires parameter(s) {', '.join(undeclared)} the manifest does not declare"
+        )
+    if optional_without_default:
+        problems.append(
+            f"has no default for optional parameter(s) {', '.join(optional_without_default)}"
+        )
+    if problems:
+        raise RegistrationError(
+            plugin,
+            f"plugin {plugin!r}: the function for command {decl.name!r} "
+            + "; ".join(problems)
+            + ". Make the function's parameters match capabilities.commands[].parameters "
+            "(plus an optional 'ctx')",
+        )
+    return wants_ctx
