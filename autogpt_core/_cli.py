@@ -1,4 +1,7 @@
-"""The ``autogpt`` console script."""
+"""The ``autogpt`` console script.
+
+Imports are deferred into the sub-commands so that ``autogpt --version`` stays cheap.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +17,46 @@ def build_parser() -> argparse.ArgumentParser:
         prog="autogpt", description="Run autonomous agents whose every behaviour is a plugin."
     )
     parser.add_argument("--version", action="version", version=f"autogpt-core {__version__}")
+    parser.add_argument(
+        "--config", metavar="FILE", help="config file (default: $AUTOGPT_CONFIG or the user one)"
+    )
+    parser.add_argument(
+        "--trace-hooks",
+        action="store_true",
+        help="print every hook call with plugin, duration and outcome to stderr",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    from ._cli_plugins import add_plugins_parser
+
+    add_plugins_parser(sub)
+    try:
+        from ._cli_run import add_run_parser
+    except ImportError:  # pragma: no cover - the agent is not part of this build
+        pass
+    else:
+        add_run_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 0
+    from ._errors import AutoGPTError
+
+    try:
+        code: int = handler(args)
+    except AutoGPTError as exc:
+        print(f"autogpt: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autogpt: interrupted", file=sys.stderr)
+        return 130
+    return code
 
 
 if __name__ == "__main__":

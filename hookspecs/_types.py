@@ -335,7 +335,22 @@ class MemoryHit:
 
 
 class EventKind(enum.StrEnum):
-    """Kinds of events sent through ``on_event``."""
+    """Kinds of events sent through ``on_event``, and the keys of each one's ``data``.
+
+    ============== ==========================================================================
+    session_start  ``goal``, ``workspace``, ``resumed_at`` (0, or the cycle resumed after)
+    plan           ``text`` (the model's words), ``call`` (``{command, arguments, call_id}``
+                   or ``None``)
+    thought        ``text``
+    confirmation   ``command``, ``missing`` (permissions), ``approved``, ``reason``
+    command        ``command``, ``plugin``, ``arguments``
+    result         ``command``, ``ok``, ``output``, ``error``, ``final``
+    error          ``plugin``, ``hook``, ``error`` (a plugin failed; the session goes on)
+    message        ``text``
+    budget         ``cycles``, ``max_cycles``, ``tokens``, ``cost_usd``
+    session_end    ``status``, ``result``, ``cycles``
+    ============== ==========================================================================
+    """
 
     SESSION_START = "session_start"
     THOUGHT = "thought"

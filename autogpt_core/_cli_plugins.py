@@ -1,0 +1,331 @@
+"""``autogpt plugins ...``: list, info, enable, disable, check, install, new, codeowners."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from typing import Any
+
+from ._config import Config, load_config, set_plugin_state
+from ._errors import ConfigError
+from ._loader import BROKEN, LOADED, PluginRecord, PluginSet, load, scan
+
+
+def add_plugins_parser(sub: Any) -> None:
+    plugins = sub.add_parser("plugins", help="list, inspect, enable and check plugins")
+    psub = plugins.add_subparsers(dest="plugins_command", metavar="ACTION", required=True)
+
+    p = psub.add_parser("list", help="installed plugins and their status")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--all", action="store_true", help="include the built-in plugins")
+    p.set_defaults(handler=cmd_list)
+
+    p = psub.add_parser("info", help="one plugin's manifest, hooks, commands and requirements")
+    p.add_argument("plugin_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_info)
+
+    p = psub.add_parser("enable", help="enable plugins (persisted in the config file)")
+    p.add_argument("plugin_ids", nargs="+", metavar="ID")
+    p.add_argument("--yes", "-y", action="store_true", help="also enable required plugins")
+    p.set_defaults(handler=cmd_enable)
+
+    p = psub.add_parser("disable", help="disable plugins (persisted in the config file)")
+    p.add_argument("plugin_ids", nargs="+", metavar="ID")
+    p.set_defaults(handler=cmd_disable)
+
+    p = psub.add_parser("check", help="validate manifests, requirements, order and config")
+    p.set_defaults(handler=cmd_check)
+
+    p = psub.add_parser("install", help="pip install autogpt-plugin-NAME into this environment")
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.set_defaults(handler=cmd_install)
+
+    p = psub.add_parser("new", help="create a new plugin distribution from a template")
+    p.add_argument("plugin_id")
+    p.add_argument("--directory", "-d", default=".", help="where to create it (default: .)")
+    p.set_defaults(handler=cmd_new)
+
+    p = psub.add_parser("codeowners", help="who owns each plugin")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_codeowners)
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load_config(args.config)
+
+
+def _load(args: argparse.Namespace, config: Config) -> PluginSet:
+    from ._tracing import trace_factory
+
+    return load(config, pm_factory=trace_factory(args.trace_hooks))
+
+
+def _row(record: PluginRecord) -> dict[str, Any]:
+    manifest = record.manifest
+    return {
+        "id": record.id,
+        "name": manifest.name if manifest else record.id,
+        "version": manifest.version if manifest else None,
+        "distribution": record.source.distribution if record.source else None,
+        "dist_version": record.source.dist_version if record.source else None,
+        "builtin": record.builtin,
+        "enabled": record.enabled,
+        "status": record.status,
+        "reason": record.reason,
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    config = _config(args)
+    plugins = _load(args, config)
+    records = [r for r in plugins.records.values() if args.all or not r.builtin]
+    records.sort(key=lambda r: r.id)
+    if args.json:
+        print(json.dumps([_row(r) for r in records], indent=2))
+        return 0
+    if not records:
+        builtins = sum(1 for r in plugins.records.values() if r.builtin)
+        print(
+            "No third-party plugins installed. "
+            f"'autogpt plugins list --all' shows the {builtins} built-in ones."
+        )
+        return 0
+    width = max(len(r.id) for r in records)
+    for r in records:
+        row = _row(r)
+        origin = "built-in" if r.builtin else f"{row['distribution']} {row['dist_version']}"
+        line = f"{r.id:<{width}}  {row['version'] or '?':<8}  {r.status:<8}  {origin}"
+        if r.status == BROKEN:
+            line += f"\n{'':<{width}}  ! {r.reason}"
+        print(line)
+    return 0
+
+
+def _find(plugins_or_records: list[PluginRecord], plugin_id: str) -> PluginRecord:
+    for record in plugins_or_records:
+        if record.id == plugin_id:
+            return record
+    import difflib
+
+    close = difflib.get_close_matches(plugin_id, [r.id for r in plugins_or_records], n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ConfigError(
+        f"no installed plugin has the id {plugin_id!r}.{hint} "
+        "'autogpt plugins list --all' shows them all"
+    )
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+
+    config = _config(args)
+    records = scan(config)
+    record = _find(records, args.plugin_id)
+    hooks: list[str] | None = None
+    if record.enabled and record.status != BROKEN:
+        plugins = _load(args, config)
+        record = plugins.records[record.id]
+        if record.status == LOADED:
+            hooks = sorted(
+                caller.name for caller in plugins.pm.get_hookcallers(record.plugin) or []
+            )
+    info = _row(record)
+    manifest = record.manifest
+    if manifest is not None:
+        requirements = []
+        for text in manifest.requirements:
+            from packaging.requirements import Requirement
+
+            name = Requirement(text).name
+            try:
+                installed: str | None = version(name)
+            except PackageNotFoundError:
+                installed = None
+            requirements.append({"requirement": text, "installed": installed})
+        info.update(
+            description=manifest.description,
+            homepage=manifest.homepage,
+            manifest=manifest.source,
+            requires_core=manifest.requires_core,
+            permissions=list(manifest.permissions),
+            requires=list(manifest.requires),
+            load_after=list(manifest.load_after),
+            load_before=list(manifest.load_before),
+            codeowners=list(manifest.codeowners),
+            commands=[
+                {
+                    "name": c.name,
+                    "aliases": list(c.aliases),
+                    "description": c.description,
+                    "permissions": list(c.permissions),
+                    "parameters": c.parameters,
+                }
+                for c in manifest.commands
+            ],
+            settings=[
+                {
+                    "name": s.name,
+                    "type": s.type,
+                    "env": s.env,
+                    "secret": s.secret,
+                    "default": None if s.secret else s.default,
+                    "description": s.description,
+                }
+                for s in manifest.settings
+            ],
+            requirements=requirements,
+        )
+    info["hooks"] = hooks
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    print(f"{info['id']} {info.get('version') or ''} — {info['name']}")
+    for key in ("description", "distribution", "status", "reason", "manifest", "homepage"):
+        if info.get(key):
+            print(f"  {key}: {info[key]}")
+    if manifest is not None:
+        print(f"  permissions: {', '.join(manifest.permissions) or 'none'}")
+        for key in ("requires", "load_after", "load_before", "codeowners"):
+            if info[key]:
+                print(f"  {key}: {', '.join(info[key])}")
+        if hooks is None:
+            why = "disabled" if not record.enabled else "not loaded"
+            print(f"  hooks: (not imported: the plugin is {why})")
+        else:
+            print(f"  hooks: {', '.join(hooks) or 'none'}")
+        for c in info["commands"]:
+            alias = f" (aliases: {', '.join(c['aliases'])})" if c["aliases"] else ""
+            perms = f" [needs {', '.join(c['permissions'])}]" if c["permissions"] else ""
+            print(f"  command {c['name']}{alias}{perms}: {c['description']}")
+        for s in info["settings"]:
+            env = f" (env ${s['env']})" if s["env"] else ""
+            secret = " [secret]" if s["secret"] else ""
+            print(f"  setting {s['name']}: {s['type']}{env}{secret} {s['description']}")
+        for r in info["requirements"]:
+            state = f"installed {r['installed']}" if r["installed"] else "MISSING"
+            print(f"  requirement {r['requirement']}: {state}")
+    return 0
+
+
+def cmd_enable(args: argparse.Namespace) -> int:
+    config = _config(args)
+    records = {r.id: r for r in scan(config)}
+    wanted: list[str] = []
+    for plugin_id in args.plugin_ids:
+        _find(list(records.values()), plugin_id)
+        wanted.append(plugin_id)
+    # Hard dependencies that are not enabled would leave the plugin broken: name them.
+    needed: list[str] = []
+    stack = list(wanted)
+    while stack:
+        record = records[stack.pop()]
+        for dep in record.manifest.requires if record.manifest else ():
+            if dep not in records:
+                raise ConfigError(
+                    f"plugin {record.id!r} requires {dep!r}, which is not installed: "
+                    f"autogpt plugins install {dep}"
+                )
+            if not records[dep].enabled and dep not in wanted and dep not in needed:
+                needed.append(dep)
+                stack.append(dep)
+    if needed:
+        names = ", ".join(needed)
+        if not args.yes:
+            if not sys.stdin.isatty():
+                print(
+                    f"autogpt: error: {', '.join(wanted)} requires {names}, which "
+                    f"{'is' if len(needed) == 1 else 'are'} disabled; rerun with --yes to enable "
+                    "them too",
+                    file=sys.stderr,
+                )
+                return 1
+            answer = input(f"{', '.join(wanted)} requires {names}. Enable {names} too? [y/N] ")
+            if answer.strip().lower() not in {"y", "yes"}:
+                print("Nothing changed.")
+                return 1
+        wanted.extend(needed)
+    set_plugin_state(config.path, wanted, enabled=True)
+    print(f"Enabled {', '.join(wanted)} in {config.path}")
+    return 0
+
+
+def cmd_disable(args: argparse.Namespace) -> int:
+    config = _config(args)
+    records = {r.id: r for r in scan(config)}
+    for plugin_id in args.plugin_ids:
+        _find(list(records.values()), plugin_id)
+    dependents = sorted(
+        r.id
+        for r in records.values()
+        if r.enabled
+        and r.manifest
+        and set(r.manifest.requires) & set(args.plugin_ids)
+        and r.id not in args.plugin_ids
+    )
+    set_plugin_state(config.path, list(args.plugin_ids), enabled=False)
+    print(f"Disabled {', '.join(args.plugin_ids)} in {config.path}")
+    if dependents:
+        print(f"Note: {', '.join(dependents)} require(s) it and will not load until it is enabled.")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        config = _config(args)
+    except ConfigError as exc:
+        print(f"config: {exc}")
+        return 1
+    plugins = _load(args, config)
+    problems = []
+    for record in sorted(plugins.records.values(), key=lambda r: r.id):
+        if record.status == BROKEN:
+            problems.append(f"{record.id}: {record.reason}")
+    env_only = plugins.records.keys()
+    for plugin_id in sorted((config.enable | config.disable) - set(env_only)):
+        problems.append(f"config: plugin {plugin_id!r} is named in {config.path} but not installed")
+    for plugin_id in sorted(set(config.plugin_settings) - set(env_only)):
+        problems.append(f"config: settings for {plugin_id!r}, which is not installed")
+    loaded = len(plugins.loaded)
+    if problems:
+        for problem in problems:
+            print(f"✗ {problem}")
+        print(f"{len(problems)} problem(s); {loaded} plugin(s) loaded")
+        return 1
+    print(f"✓ {len(plugins.records)} plugin(s) checked, {loaded} loaded, no problems")
+    return 0
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    specs = []
+    for name in args.names:
+        looks_like_path = "/" in name or name.startswith(".") or name.endswith((".whl", ".tar.gz"))
+        if looks_like_path or name.startswith("autogpt-plugin-") or "==" in name:
+            specs.append(name)
+        else:
+            specs.append(f"autogpt-plugin-{name}")
+    command = [sys.executable, "-m", "pip", "install", *specs]
+    print("$ " + " ".join(command))
+    return subprocess.call(command)
+
+
+def cmd_codeowners(args: argparse.Namespace) -> int:
+    config = _config(args)
+    records = scan(config)
+    owners = {r.id: list(r.manifest.codeowners) if r.manifest else [] for r in records}
+    if args.json:
+        print(json.dumps(owners, indent=2))
+        return 0
+    for plugin_id, people in owners.items():
+        print(f"{plugin_id}: {' '.join(people) or '(none)'}")
+    return 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from ._scaffold import create_plugin
+
+    path = create_plugin(args.plugin_id, args.directory)
+    print(f"Created {path}. Install it with: pip install -e {path}")
+    return 0

@@ -1,0 +1,160 @@
+"""``autogpt run`` and ``autogpt sessions``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ._config import load_config
+
+DEMO_GOAL = (
+    "Write a haiku about plugins to haiku.txt, remember it for later sessions, "
+    "check that you can recall it, then finish."
+)
+DEMO_RECORDING = "demo.replay.json"
+
+
+def add_run_parser(sub: Any) -> None:
+    run = sub.add_parser("run", help="run an agent for a goal in this terminal")
+    run.add_argument("goal", nargs="?", help="what the agent should achieve")
+    run.add_argument(
+        "--llm",
+        metavar="PROVIDER",
+        help="LLM provider: openai (default) or replay:FILE (a recorded session)",
+    )
+    run.add_argument("--model", help="model name (default from config or the provider)")
+    run.add_argument("--base-url", help="OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM)")
+    run.add_argument("--max-cycles", type=int, metavar="N", help="stop after N cycles")
+    run.add_argument("--max-tokens", type=int, metavar="N", help="stop after N tokens")
+    run.add_argument("--max-cost", type=float, metavar="USD", help="stop after spending USD")
+    run.add_argument(
+        "--continuous",
+        action="store_true",
+        help="unattended: never ask; commands needing ungranted permissions are refused",
+    )
+    run.add_argument("--workspace", type=Path, metavar="DIR", help="the agent's file sandbox")
+    run.add_argument("--resume", metavar="SESSION_ID", help="continue a stored session")
+    run.add_argument("--record", type=Path, metavar="FILE", help="record model traffic to FILE")
+    run.add_argument(
+        "--no-strict", action="store_true", help="replay: tolerate requests that differ"
+    )
+    run.add_argument(
+        "--demo", action="store_true", help="run the bundled offline demo (no key, no network)"
+    )
+    run.set_defaults(handler=cmd_run)
+
+    sessions = sub.add_parser("sessions", help="list stored sessions")
+    sessions.add_argument("--json", action="store_true")
+    sessions.add_argument("--limit", type=int, default=20)
+    sessions.set_defaults(handler=cmd_sessions)
+
+
+def demo_recording() -> Path:
+    path = resources.files("autogpt_core").joinpath("demo", DEMO_RECORDING)
+    return Path(str(path))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import trio
+
+    from ._errors import ConfigError
+    from ._runtime import Runtime
+    from ._session import RunOptions
+    from ._tracing import trace_factory
+
+    config = load_config(args.config)
+    goal = args.goal
+    llm = args.llm
+    if args.demo:
+        if args.llm or args.resume:
+            raise ConfigError("--demo plays a bundled recording: drop --llm and --resume")
+        goal = goal or DEMO_GOAL
+        llm = f"replay:{demo_recording()}"
+    if args.resume and args.goal:
+        raise ConfigError("--resume continues a stored session's goal: drop GOAL")
+    if not goal and not args.resume:
+        raise ConfigError(
+            'no goal: give one, e.g. autogpt run "Summarise notes.txt", or run '
+            "'autogpt run --demo'"
+        )
+    options = RunOptions(
+        llm=llm,
+        model=args.model,
+        base_url=args.base_url,
+        max_cycles=args.max_cycles,
+        max_tokens=args.max_tokens,
+        max_cost=args.max_cost,
+        continuous=args.continuous,
+        workspace=args.workspace,
+        record=args.record,
+        strict_replay=not args.no_strict,
+    )
+
+    async def main() -> Any:
+        async with Runtime(config, pm_factory=trace_factory(args.trace_hooks)) as runtime:
+            async with trio.open_nursery() as nursery:
+                stopped = False
+
+                async def watch_signals() -> None:
+                    nonlocal stopped
+                    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for _ in signals:
+                            if stopped:
+                                raise KeyboardInterrupt
+                            stopped = True
+                            print("\nautogpt: stopping at the next safe point...", file=sys.stderr)
+                            run_scope.cancel()
+
+                nursery.start_soon(watch_signals)
+                outcome = None
+                with trio.CancelScope() as run_scope:
+                    if args.resume:
+                        outcome = await runtime.resume(args.resume, options)
+                    else:
+                        outcome = await runtime.run(goal, options)
+                nursery.cancel_scope.cancel()
+            return outcome
+
+    outcome = trio.run(main)
+    if outcome is None:
+        print(
+            "autogpt: interrupted; the session was saved: resume it with "
+            "'autogpt run --resume ID' (see 'autogpt sessions')",
+            file=sys.stderr,
+        )
+        return 130
+    print(f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {outcome.result}")
+    return 0 if outcome.status == "finished" else 1
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from ._storage import Store
+
+    config = load_config(args.config)
+    path = config.data_dir / "sessions.sqlite3"
+    if not path.exists():
+        print("No sessions yet: start one with 'autogpt run GOAL'.")
+        return 0
+    with Store(path) as store:
+        page = store.list_sessions(limit=args.limit)
+    rows = [
+        {
+            "id": s.id,
+            "status": str(s.status),
+            "goal": s.goal,
+            "cycles": s.budget.get("cycles", 0),
+            "workspace": str(s.workspace),
+        }
+        for s in page.items
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        print(f"{row['id']}  {row['status']:<16} {row['cycles']!s:>3} cycles  {row['goal'][:60]}")
+    return 0

@@ -1,0 +1,277 @@
+"""The runtime: loaded plugins, the session store and any number of concurrent sessions.
+
+::
+
+    async with Runtime(load_config()) as rt:
+        outcome = await rt.run("Write a haiku to haiku.txt", RunOptions(llm="replay:demo.json"))
+
+The CLI runs one session; the HTTP server runs many in one runtime. Model requests go
+through the ``llm_request`` hook; the runtime's own ``trylast`` implementation of it sends
+the request to the session's provider, so plugins can wrap, cache or log every request.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import attrs
+import trio
+
+from hookspecs import (
+    Budget,
+    LLMProvider,
+    LLMRequest,
+    LLMResponse,
+    ProviderOptions,
+    RuntimeView,
+    SessionOutcome,
+    SessionView,
+    hookimpl,
+)
+
+from ._config import Config
+from ._errors import ConfigError, HookError
+from ._hookcall import HookManager
+from ._loader import PluginSet, load
+from ._redact import Redactor
+from ._session import RunOptions, Session, history_from_cycles, new_session_id
+from ._storage import AsyncStore
+from ._version import __version__
+
+CORE_PLUGIN_NAME = "autogpt-core"
+
+
+class _ProviderBridge:
+    """The core's own ``llm_request`` implementation: the session's provider answers."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @hookimpl(trylast=True)
+    async def llm_request(self, session: SessionView, request: LLMRequest) -> LLMResponse:
+        return await self.runtime.provider_for(session.id).complete(request)
+
+
+class Runtime:
+    """Loads plugins once and runs sessions; use it as an async context manager."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        plugins: PluginSet | None = None,
+        store_path: Path | None = None,
+        pm_factory: Callable[[], HookManager] = HookManager,
+    ) -> None:
+        self.config = config
+        self._plugins = plugins
+        self._pm_factory = pm_factory
+        self.store_path = store_path or config.data_dir / "sessions.sqlite3"
+        self._providers: dict[str, LLMProvider] = {}
+        self.redactor = Redactor()
+        self.hook_timeout = config.limits.hook_timeout
+        self._store: AsyncStore | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def plugins(self) -> PluginSet:
+        if self._plugins is None:
+            raise RuntimeError("use 'async with Runtime(config) as rt' before running sessions")
+        return self._plugins
+
+    @property
+    def pm(self) -> HookManager:
+        return self.plugins.pm
+
+    @property
+    def store(self) -> AsyncStore:
+        if self._store is None:
+            raise RuntimeError("use 'async with Runtime(config) as rt' before running sessions")
+        return self._store
+
+    def redact(self, value: Any) -> Any:
+        return self.redactor(value)
+
+    def view(self) -> RuntimeView:
+        return RuntimeView(
+            core_version=__version__,
+            data_dir=self.config.data_dir,
+            plugins=tuple(self.plugins.loaded),
+        )
+
+    async def __aenter__(self) -> Runtime:
+        if self._plugins is None:
+            self._plugins = load(self.config, pm_factory=self._pm_factory)
+        self.redactor.add(self.plugins.secrets)
+        self.pm.register(_ProviderBridge(self), name=CORE_PLUGIN_NAME)
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._store = await AsyncStore.open(self.store_path)
+        await self.pm.ahook.autogpt_startup.call(
+            {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(self.hook_timeout or 30):
+                await self.pm.ahook.autogpt_shutdown.call(
+                    {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
+                )
+            if self._store is not None:
+                await self._store.aclose()
+                self._store = None
+            self.pm.unregister(name=CORE_PLUGIN_NAME)
+
+    def _warn(self, error: HookError) -> None:
+        print(f"autogpt: warning: {self.redact(str(error))}", file=sys.stderr)
+
+    # -- providers ----------------------------------------------------------------------
+
+    def provider_for(self, session_id: str) -> LLMProvider:
+        return self._providers[session_id]
+
+    def make_provider(self, options: RunOptions, *, resume_from: int = 0) -> LLMProvider:
+        """Build the provider ``options.llm`` names (``openai``, ``replay:FILE``, ...)."""
+        spec = options.llm or self.config.llm_provider or "openai"
+        name, _, argument = spec.partition(":")
+        registered = self.plugins.providers
+        if name not in registered:
+            available = ", ".join(sorted(registered)) or "none"
+            raise ConfigError(
+                f"no LLM provider {name!r} is available (available: {available}); "
+                "enable the plugin that provides it with 'autogpt plugins enable ID'"
+            )
+        extra: dict[str, Any] = {}
+        if argument:
+            extra["path"] = argument
+        extra["strict"] = options.strict_replay
+        if resume_from:
+            extra["skip"] = resume_from
+        provider = registered[name][1](
+            ProviderOptions(
+                model=options.model or self.config.llm_model,
+                base_url=options.base_url or self.config.llm_base_url,
+                api_key=options.api_key,
+                extra=extra,
+            )
+        )
+        if options.api_key:
+            self.redactor.add([options.api_key])
+        if options.record is not None:
+            if "record" not in registered:
+                raise ConfigError(
+                    "--record needs the 'llm_replay' plugin: autogpt plugins enable llm_replay"
+                )
+            provider = registered["record"][1](
+                ProviderOptions(extra={"path": str(options.record), "inner": provider})
+            )
+        return provider
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def _budget(self, options: RunOptions, spent: Any = None) -> Budget:
+        limits = self.config.limits
+        spent = spent or {}
+        return Budget(
+            max_cycles=options.max_cycles if options.max_cycles is not None else limits.max_cycles,
+            max_tokens=options.max_tokens if options.max_tokens is not None else limits.max_tokens,
+            max_cost_usd=options.max_cost if options.max_cost is not None else limits.max_cost,
+            cycles=int(spent.get("cycles", 0)),
+            tokens=int(spent.get("tokens", 0)),
+            cost_usd=float(spent.get("cost_usd", 0.0)),
+        )
+
+    async def run(self, goal: str, options: RunOptions | None = None) -> SessionOutcome:
+        """Run a new session for ``goal`` to its end and return how it ended."""
+        options = options or RunOptions()
+        session_id = options.session_id or new_session_id()
+        workspace = (
+            options.workspace or self.config.data_dir / "workspaces" / session_id
+        ).resolve()
+        workspace.mkdir(parents=True, exist_ok=True)
+        provider = self.make_provider(options)
+        stored = {
+            "llm": options.llm,
+            "model": options.model,
+            "base_url": options.base_url,
+            "max_cycles": options.max_cycles,
+            "max_tokens": options.max_tokens,
+            "max_cost": options.max_cost,
+            "continuous": options.continuous,
+        }
+        try:
+            await self.store.create_session(goal, workspace, session_id=session_id, config=stored)
+            session = Session(
+                runtime=self,
+                id=session_id,
+                goal=goal,
+                workspace=workspace,
+                options=options,
+                provider=provider,
+                budget=self._budget(options),
+            )
+            return await self._drive(session)
+        finally:
+            with trio.CancelScope(shield=True):
+                await provider.aclose()
+
+    async def resume(self, session_id: str, options: RunOptions | None = None) -> SessionOutcome:
+        """Continue a stored session from its last completed cycle."""
+        record = await self.store.get_session(session_id)
+        saved = dict(record.config)
+        given = options or RunOptions()
+        merged = RunOptions(
+            llm=given.llm or saved.get("llm"),
+            model=given.model or saved.get("model"),
+            base_url=given.base_url or saved.get("base_url"),
+            api_key=given.api_key,
+            max_cycles=given.max_cycles
+            if given.max_cycles is not None
+            else saved.get("max_cycles"),
+            max_tokens=given.max_tokens
+            if given.max_tokens is not None
+            else saved.get("max_tokens"),
+            max_cost=given.max_cost if given.max_cost is not None else saved.get("max_cost"),
+            continuous=given.continuous or bool(saved.get("continuous")),
+            workspace=record.workspace,
+            record=given.record,
+            strict_replay=given.strict_replay,
+            session_id=session_id,
+        )
+        cycles = await self.store.load_cycles(session_id)
+        done = cycles[-1].number if cycles else 0
+        provider = self.make_provider(merged, resume_from=done)
+        try:
+            await self.store.update_session_status(session_id, "running")
+            session = Session(
+                runtime=self,
+                id=session_id,
+                goal=record.goal,
+                workspace=record.workspace,
+                options=merged,
+                provider=provider,
+                budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
+                history=history_from_cycles(cycles),
+                cycle=done,
+            )
+            return await self._drive(session)
+        finally:
+            with trio.CancelScope(shield=True):
+                await provider.aclose()
+
+    async def _drive(self, session: Session) -> SessionOutcome:
+        self._providers[session.id] = session.provider
+        try:
+            return await session.run()
+        finally:
+            self._providers.pop(session.id, None)

@@ -1,0 +1,505 @@
+"""One agent session: the cycle of prompt, plan, review, confirm, command, memory, events.
+
+A session is a trio task. Each cycle:
+
+1. ``build_prompt`` — plugins contribute constraints, resources and context;
+2. ``plan`` — the planner asks the model (through ``llm_request``) for the next command;
+3. ``post_plan`` — reviewers may amend or veto the plan;
+4. permission check — a command needing a permission that is not granted is confirmed by
+   the user (``confirm``) or, in continuous mode, refused;
+5. ``pre_command`` → the command of the plugin that owns it → ``post_command``;
+6. ``memory_store`` of what happened, and the completed cycle is committed to the store.
+
+An event goes through ``on_event`` at every step. A command's failure (exception, invalid
+arguments, timeout, refusal) becomes the observation the model sees next cycle; too many
+consecutive failures end the session. Hooks other than ``plan`` are *isolated*: a plugin
+that raises or overruns its deadline is reported as an error event and the session goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from hookspecs import (
+    Budget,
+    CommandCall,
+    CommandContext,
+    CommandResult,
+    CommandReview,
+    ConfirmationRequest,
+    Event,
+    EventKind,
+    LLMProvider,
+    LLMRequest,
+    LLMResponse,
+    MemoryItem,
+    Message,
+    Plan,
+    PlanningContext,
+    PlanReview,
+    PromptBuilder,
+    Role,
+    SessionOutcome,
+    SessionView,
+)
+
+from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied
+from ._storage import CycleRecord, SessionStatus
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+_MAX_OBSERVATION = 4000
+
+
+@attrs.frozen
+class RunOptions:
+    """How to run one session (what the CLI's ``autogpt run`` options map to)."""
+
+    llm: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    max_cycles: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    continuous: bool = False
+    workspace: Path | None = None
+    record: Path | None = None
+    strict_replay: bool = True
+    session_id: str | None = None
+
+
+def _call_json(call: CommandCall | None) -> Any:
+    if call is None:
+        return None
+    return {"command": call.command, "arguments": dict(call.arguments), "call_id": call.call_id}
+
+
+def _result_json(result: CommandResult | None) -> Any:
+    if result is None:
+        return None
+    return {"ok": result.ok, "output": result.output, "error": result.error, "final": result.final}
+
+
+def _short(value: str, limit: int = _MAX_OBSERVATION) -> str:
+    return value if len(value) <= limit else value[: limit - 20] + f"... [{len(value)} chars]"
+
+
+@attrs.define
+class Session:
+    """The state of one running session."""
+
+    runtime: Runtime
+    id: str
+    goal: str
+    workspace: Path
+    options: RunOptions
+    provider: LLMProvider
+    budget: Budget
+    history: list[Message] = attrs.field(factory=list)
+    cycle: int = 0
+    failures: int = 0
+    granted: set[str] = attrs.field(factory=set)
+    pending_events: list[Event] = attrs.field(factory=list)
+    view: SessionView = attrs.field(default=None)
+
+    def __attrs_post_init__(self) -> None:
+        self.refresh_view()
+
+    def refresh_view(self) -> SessionView:
+        self.view = SessionView(
+            id=self.id,
+            goal=self.goal,
+            workspace=self.workspace,
+            cycle=self.cycle,
+            continuous=self.options.continuous,
+            budget=self.budget,
+        )
+        return self.view
+
+    # -- events and isolation ---------------------------------------------------------------
+
+    async def emit(
+        self, kind: EventKind, data: Mapping[str, Any], *, store_now: bool = False
+    ) -> None:
+        """Send an event through ``on_event`` (secrets redacted) and keep it for the store."""
+        event = Event(
+            kind=kind,
+            session_id=self.id,
+            cycle=self.cycle,
+            data=self.runtime.redact(dict(data)),
+            timestamp=time.time(),
+        )
+        await self.runtime.pm.ahook.on_event.call(
+            {"session": self.view, "event": event},
+            timeout=self.runtime.hook_timeout,
+            isolate=self._report_output_error,
+        )
+        if store_now:
+            await self.runtime.store.append_event(event)
+        else:
+            self.pending_events.append(event)
+
+    def _report_output_error(self, error: HookError) -> None:
+        # An output plugin failed: report through the store only, since sending an event
+        # through on_event again could fail the same way, forever.
+        self.pending_events.append(
+            Event(
+                kind=EventKind.ERROR,
+                session_id=self.id,
+                cycle=self.cycle,
+                data={
+                    "plugin": error.plugin,
+                    "hook": error.hook,
+                    "error": self.runtime.redact(str(error)),
+                },
+                timestamp=time.time(),
+            )
+        )
+
+    async def report(self, error: HookError) -> None:
+        await self.emit(
+            EventKind.ERROR,
+            {"plugin": error.plugin, "hook": error.hook, "error": str(error)},
+        )
+
+    async def hook(self, name: str, **kwargs: Any) -> Any:
+        """Call a hook with the session's deadline, isolating failing implementations."""
+        errors: list[HookError] = []
+        result = await getattr(self.runtime.pm.ahook, name).call(
+            {"session": self.view, **kwargs},
+            timeout=self.runtime.hook_timeout,
+            isolate=errors.append,
+        )
+        for error in errors:
+            await self.report(error)
+        return result
+
+    # -- the model ----------------------------------------------------------------------
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Send ``request`` through the ``llm_request`` hook (the provider is its last impl)."""
+        if request.model is None and self.options.model:
+            request = attrs.evolve(request, model=self.options.model)
+        response = await self.runtime.pm.ahook.llm_request(session=self.view, request=request)
+        if response is None:
+            raise LLMError("no plugin answered the model request: enable an LLM provider plugin")
+        assert isinstance(response, LLMResponse)
+        return response
+
+    async def ask_user(self, question: str) -> str | None:
+        if self.options.continuous:
+            return None
+        answer = await self.hook("user_input", question=question)
+        return answer if isinstance(answer, str) else None
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def budget_exhausted(self) -> str | None:
+        b = self.budget
+        if b.max_cycles is not None and b.cycles >= b.max_cycles:
+            return f"reached the limit of {b.max_cycles} cycles (raise it with --max-cycles)"
+        if b.max_tokens is not None and b.tokens >= b.max_tokens:
+            return f"used {b.tokens} of {b.max_tokens} tokens"
+        if b.max_cost_usd is not None and b.cost_usd >= b.max_cost_usd:
+            return f"spent ${b.cost_usd:.4f} of ${b.max_cost_usd:.4f}"
+        return None
+
+    async def run(self) -> SessionOutcome:
+        """Run cycles until the session finishes, fails, is stopped or runs out of budget."""
+        outcome = SessionOutcome(status="failed", cycles=self.cycle)
+        try:
+            await self.hook("session_start")
+            await self.emit(
+                EventKind.SESSION_START,
+                {"goal": self.goal, "workspace": str(self.workspace), "resumed_at": self.cycle},
+                store_now=True,
+            )
+            while True:
+                exhausted = self.budget_exhausted()
+                if exhausted:
+                    outcome = SessionOutcome("budget_exhausted", exhausted, self.cycle)
+                    break
+                final = await self.run_cycle()
+                if final is not None:
+                    outcome = SessionOutcome("finished", final, self.cycle)
+                    break
+                if self.failures >= self.runtime.config.limits.max_failures:
+                    outcome = SessionOutcome(
+                        "failed",
+                        f"{self.failures} consecutive cycles failed; see the error events",
+                        self.cycle,
+                    )
+                    break
+        except trio.Cancelled:
+            outcome = SessionOutcome("interrupted", "stopped before finishing", self.cycle)
+            with trio.CancelScope(shield=True):
+                await self._finish(outcome)
+            raise
+        except (LLMError, HookError) as exc:
+            outcome = SessionOutcome("failed", self.runtime.redact(str(exc)), self.cycle)
+        except BaseException:
+            outcome = SessionOutcome("failed", "internal error", self.cycle)
+            with trio.CancelScope(shield=True):
+                await self._finish(outcome)
+            raise
+        await self._finish(outcome)
+        return outcome
+
+    async def _finish(self, outcome: SessionOutcome) -> None:
+        with trio.move_on_after(self.runtime.hook_timeout or 30):
+            await self.hook("session_end", outcome=outcome)
+            await self.emit(
+                EventKind.SESSION_END,
+                {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
+            )
+        events, self.pending_events = self.pending_events, []
+        for event in events:
+            await self.runtime.store.append_event(event)
+        await self.runtime.store.update_session_status(
+            self.id,
+            SessionStatus(outcome.status),
+            result=self.runtime.redact(outcome.result),
+            budget=self.budget,
+        )
+
+    async def run_cycle(self) -> str | None:
+        """One cycle; returns the session's result when a command ended it."""
+        self.cycle += 1
+        view = self.refresh_view()
+        prompt = PromptBuilder(goal=self.goal)
+        await self.hook("build_prompt", prompt=prompt)
+        system = Message(Role.SYSTEM, prompt.render())
+        context = PlanningContext(
+            messages=(system, Message(Role.USER, self.goal), *self.history),
+            tools=self.runtime.plugins.commands.tool_specs(),
+            complete=self.complete,
+            model=self.options.model,
+        )
+        plan = await self.runtime.pm.ahook.plan(session=view, context=context)
+        if not isinstance(plan, Plan):
+            raise LLMError("no planner proposed anything: enable the 'planner' plugin")
+        self.budget = attrs.evolve(
+            self.budget,
+            cycles=self.budget.cycles + 1,
+            tokens=self.budget.tokens + plan.usage.total_tokens,
+            cost_usd=self.budget.cost_usd + plan.usage.cost_usd,
+        )
+        view = self.refresh_view()
+        await self.emit(EventKind.PLAN, {"text": plan.text, "call": _call_json(plan.call)})
+        review = PlanReview(plan)
+        await self.hook("post_plan", review=review)
+        plan = review.plan
+
+        result: CommandResult | None = None
+        if review.vetoed is not None:
+            observation = f"Your plan was vetoed: {review.vetoed}"
+            self.failures += 1
+        elif plan.error:
+            observation = plan.error
+            self.failures += 1
+        elif plan.call is None:
+            observation = (
+                "You did not call a command. Call exactly one of the available commands; "
+                "call 'finish' with your result when the goal is reached."
+            )
+            self.failures += 1
+        else:
+            result = await self.execute(plan.call)
+            observation = result.output if result.ok else f"Error: {result.error}"
+            self.failures = 0 if result.ok else self.failures + 1
+
+        added = self._conversation(plan, _short(observation))
+        self.history.extend(added)
+        await self.hook(
+            "memory_store",
+            item=MemoryItem(
+                text=self._memory_text(plan, observation),
+                session_id=self.id,
+                kind="observation",
+                created_at=time.time(),
+            ),
+        )
+        await self.emit(
+            EventKind.BUDGET,
+            {
+                "cycles": self.budget.cycles,
+                "max_cycles": self.budget.max_cycles,
+                "tokens": self.budget.tokens,
+                "cost_usd": round(self.budget.cost_usd, 6),
+            },
+        )
+        events, self.pending_events = self.pending_events, []
+        await self.runtime.store.record_cycle(
+            CycleRecord(
+                session_id=self.id,
+                number=self.cycle,
+                plan=self.runtime.redact({"text": plan.text, "error": plan.error}),
+                command=self.runtime.redact(_call_json(plan.call)),
+                result=self.runtime.redact(_result_json(result)),
+                usage={
+                    "prompt_tokens": plan.usage.prompt_tokens,
+                    "completion_tokens": plan.usage.completion_tokens,
+                    "cost_usd": plan.usage.cost_usd,
+                },
+                messages=tuple(added),
+            ),
+            events=events,
+            budget=self.budget,
+        )
+        if result is not None and result.ok and result.final:
+            return result.output
+        return None
+
+    def _memory_text(self, plan: Plan, observation: str) -> str:
+        if plan.call is None:
+            return _short(f"Cycle {self.cycle}: {observation}", 1000)
+        args = json.dumps(dict(plan.call.arguments), sort_keys=True, default=str)
+        return self.runtime.redactor.text(
+            _short(f"Cycle {self.cycle}: {plan.call.command}({args}) -> {observation}", 1000)
+        )
+
+    def _conversation(self, plan: Plan, observation: str) -> list[Message]:
+        """The messages this cycle adds: the model's reply and an answer to each tool call."""
+        reply = plan.assistant_message or Message(Role.ASSISTANT, plan.text)
+        if not reply.tool_calls:
+            return [reply, Message(Role.USER, observation)]
+        # The API requires an answer to every tool call of the reply; only one runs a cycle.
+        chosen = plan.call.call_id if plan.call is not None else None
+        answers = []
+        for i, tool_call in enumerate(reply.tool_calls):
+            ran = tool_call.id == chosen or (chosen is None and i == 0)
+            text = (
+                observation
+                if ran
+                else ("Not run: one command per cycle. Call it again if it is still needed.")
+            )
+            answers.append(Message(Role.TOOL, text, tool_call_id=tool_call.id))
+        return [reply, *answers]
+
+    # -- commands -----------------------------------------------------------------------
+
+    async def execute(self, call: CommandCall) -> CommandResult:
+        """Check, confirm, review and run ``call``; every failure becomes a result."""
+        try:
+            command = self.runtime.plugins.commands.get(call.command)
+            command.validate(call.arguments)
+            await self.check_permissions(call, command.plugin_id, command.decl.permissions)
+            review = CommandReview(call)
+            await self.hook("pre_command", review=review)
+            if review.refused is not None:
+                raise PermissionDenied(f"command {call.command!r} was refused: {review.refused}")
+            if review.call != call:
+                call = review.call
+                command = self.runtime.plugins.commands.get(call.command)
+                command.validate(call.arguments)
+                await self.check_permissions(call, command.plugin_id, command.decl.permissions)
+        except AutoGPTError as exc:
+            refused = CommandResult.failure(str(exc))
+            await self.emit(EventKind.RESULT, {"command": call.command, **_result_json(refused)})
+            return refused
+
+        await self.emit(
+            EventKind.COMMAND,
+            {
+                "command": command.name,
+                "plugin": command.plugin_id,
+                "arguments": dict(call.arguments),
+            },
+        )
+        timeout = command.decl.timeout or self.runtime.config.limits.command_timeout
+        ctx = CommandContext(
+            session=self.view,
+            plugin_id=command.plugin_id,
+            settings=self.runtime.plugins.records[command.plugin_id].settings,  # type: ignore[arg-type]
+            ask_user=self.ask_user,
+        )
+        result: CommandResult | None = None
+        with trio.move_on_after(timeout if timeout else float("inf")) as scope:
+            try:
+                result = await command.invoke(call.arguments, ctx)
+            except Exception as exc:  # the plugin's failure is the model's observation
+                result = CommandResult.failure(
+                    f"command {command.name!r} failed: {type(exc).__name__}: {exc}"
+                )
+        if scope.cancelled_caught or result is None:
+            result = CommandResult.failure(
+                f"command {command.name!r} did not finish within {timeout}s and was cancelled"
+            )
+        replaced = await self.hook("post_command", call=call, result=result)
+        if isinstance(replaced, CommandResult):
+            result = replaced
+        await self.emit(EventKind.RESULT, {"command": command.name, **_result_json(result)})
+        return result
+
+    async def check_permissions(
+        self, call: CommandCall, plugin_id: str, needed: tuple[str, ...]
+    ) -> None:
+        missing = tuple(
+            p for p in needed if p not in self.runtime.config.grants and p not in self.granted
+        )
+        if not missing:
+            return
+        perms = ", ".join(missing)
+        if self.options.continuous:
+            await self.emit(
+                EventKind.CONFIRMATION,
+                {
+                    "command": call.command,
+                    "missing": list(missing),
+                    "approved": False,
+                    "reason": "continuous mode",
+                },
+            )
+            raise PermissionDenied(
+                f"command {call.command!r} needs permission {perms}, which is not granted, and "
+                "this session runs unattended (continuous mode), so it was not run. Use another "
+                f"command; an operator can grant {perms} under permissions.grant in the config"
+            )
+        request = ConfirmationRequest(
+            call=call,
+            plugin_id=plugin_id,
+            missing_permissions=missing,
+            description=self.runtime.plugins.commands.get(call.command).decl.description,
+        )
+        answer = await self.hook("confirm", request=request)
+        approved = bool(answer is not None and getattr(answer, "approved", False))
+        await self.emit(
+            EventKind.CONFIRMATION,
+            {
+                "command": call.command,
+                "missing": list(missing),
+                "approved": approved,
+                "reason": getattr(answer, "reason", "") if answer is not None else "no answer",
+            },
+        )
+        if not approved:
+            why = getattr(answer, "reason", "") if answer is not None else "nobody answered"
+            raise PermissionDenied(
+                f"the user did not allow command {call.command!r} (needs {perms})"
+                + (f": {why}" if why else "")
+                + ". Try another way to reach the goal"
+            )
+        if getattr(answer, "remember", False):
+            self.granted.update(missing)
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def history_from_cycles(cycles: list[CycleRecord]) -> list[Message]:
+    messages: list[Message] = []
+    for cycle in cycles:
+        messages.extend(cycle.messages)
+    return messages
+
