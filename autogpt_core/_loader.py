@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -310,7 +311,16 @@ def _call_per_plugin(pm: HookManager, plugin: object, hook: str, **kwargs: Any) 
         if impl.plugin is not plugin:
             continue
         args = [kwargs[name] for name in impl.argnames]
-        result = impl.function(*args)
+        tracer = pm.on_call
+        started = time.perf_counter()
+        try:
+            result = impl.function(*args)
+        except BaseException as exc:
+            if tracer is not None:
+                tracer(hook, impl.plugin_name, time.perf_counter() - started, f"raised {exc!r}")
+            raise
+        if tracer is not None:
+            tracer(hook, impl.plugin_name, time.perf_counter() - started, "ok")
         if inspect.isawaitable(result):
             if inspect.iscoroutine(result):
                 result.close()  # never awaited by design: silence the warning

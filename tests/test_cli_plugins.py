@@ -1,0 +1,182 @@
+"""``autogpt plugins``: list, info, enable/disable, check, codeowners, new — as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.clirun import autogpt, cli_env
+from tests.distfactory import write_plugin
+
+SIDE_EFFECT = """
+import pathlib, os
+pathlib.Path(os.environ["MARKER"]).write_text("imported")
+from hookspecs import hookimpl
+@hookimpl
+def build_prompt(session, prompt):
+    pass
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    site.mkdir()
+    return site
+
+
+def _json(result) -> object:  # type: ignore[no-untyped-def]
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_version() -> None:
+    """autogpt --version prints the core's version."""
+    from autogpt_core import __version__
+
+    result = autogpt("--version", env=cli_env(Path("/nonexistent")))
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"autogpt-core {__version__}"
+
+
+def test_list_shows_builtins_with_all_and_status(site: Path, tmp_path: Path) -> None:
+    """list hides built-ins unless --all; shows version, distribution, status and reason."""
+    write_plugin(site, "extra", "")
+    write_plugin(site, "crashy", "raise ImportError('no such thing')\n")
+    env = cli_env(tmp_path, site=site)
+    rows = _json(autogpt("plugins", "list", "--json", env=env))
+    assert {r["id"]: r["status"] for r in rows} == {"crashy": "broken", "extra": "loaded"}  # type: ignore[union-attr,index]
+    crashy = next(r for r in rows if r["id"] == "crashy")  # type: ignore[union-attr,index]
+    assert "no such thing" in crashy["reason"]
+    assert crashy["distribution"] == "autogpt-plugin-crashy"
+    everything = _json(autogpt("plugins", "list", "--all", "--json", env=env))
+    statuses = {r["id"]: r["status"] for r in everything}  # type: ignore[union-attr,index]
+    assert statuses["workspace"] == "loaded"
+    assert statuses["shell"] == "disabled"
+    assert statuses["web"] == "disabled"
+    text = autogpt("plugins", "list", env=env)
+    assert "crashy" in text.stdout
+    assert "! import of 'plug_crashy' failed" in text.stdout
+
+
+def test_disabled_plugin_is_never_imported(site: Path, tmp_path: Path) -> None:
+    """list, info, check and agent start-up never import a disabled plugin."""
+    marker = tmp_path / "imported.txt"
+    write_plugin(site, "sidefx", SIDE_EFFECT, enabled=False)
+    env = cli_env(tmp_path, site=site, MARKER=str(marker))
+    for args in (
+        ["plugins", "list", "--all"],
+        ["plugins", "info", "sidefx"],
+        ["plugins", "check"],
+        ["run", "--demo", "--workspace", str(tmp_path / "ws")],
+    ):
+        result = autogpt(*args, env=env)
+        assert result.returncode in (0, 1), (args, result.stderr)
+        assert not marker.exists(), args
+    # The same plugin, enabled, is imported: the marker works.
+    assert autogpt("plugins", "enable", "sidefx", env=env).returncode == 0
+    autogpt("plugins", "list", env=env)
+    assert marker.read_text() == "imported"
+
+
+def test_info_shows_manifest_hooks_and_requirements(site: Path, tmp_path: Path) -> None:
+    """info lists commands, permissions, hooks implemented and requirement status."""
+    write_plugin(
+        site,
+        "rich",
+        """
+        from hookspecs import hookimpl
+        @hookimpl
+        def build_prompt(session, prompt): pass
+        @hookimpl
+        def on_event(event): pass
+        """,
+        requirements='["attrs", "surely-absent-pkg"]',
+        commands="[{name: zap, description: Zap it., aliases: [zz], permissions: [network]}]",
+        permissions="[network]",
+    )
+    env = cli_env(tmp_path, site=site)
+    info = _json(autogpt("plugins", "info", "rich", "--json", env=env))
+    assert info["status"] == "broken"  # type: ignore[index]
+    assert info["hooks"] is None  # type: ignore[index]
+    reqs = {r["requirement"]: r["installed"] for r in info["requirements"]}  # type: ignore[index]
+    assert reqs["attrs"] is not None
+    assert reqs["surely-absent-pkg"] is None
+    assert info["commands"][0]["aliases"] == ["zz"]  # type: ignore[index]
+    text = autogpt("plugins", "info", "rich", env=env).stdout
+    assert "requirement surely-absent-pkg: MISSING" in text
+    assert "command zap (aliases: zz) [needs network]" in text
+    ok = _json(autogpt("plugins", "info", "workspace", "--json", env=env))
+    assert "register_commands" in ok["hooks"]  # type: ignore[index]
+    missing = autogpt("plugins", "info", "workspac", env=env)
+    assert missing.returncode == 2
+    assert "Did you mean workspace" in missing.stderr
+
+
+def test_enable_names_required_plugins(site: Path, tmp_path: Path) -> None:
+    """Enabling a plugin whose requires are disabled names them; --yes enables both."""
+    write_plugin(site, "base", "", enabled=False)
+    write_plugin(site, "top", "", enabled=False, requires="[base]")
+    env = cli_env(tmp_path, site=site)
+    refused = autogpt("plugins", "enable", "top", env=env)
+    assert refused.returncode == 1
+    assert "requires base" in refused.stderr
+    assert "--yes" in refused.stderr
+    assert autogpt("plugins", "enable", "top", "--yes", env=env).returncode == 0
+    rows = _json(autogpt("plugins", "list", "--json", env=env))
+    assert {r["id"]: r["status"] for r in rows} == {"base": "loaded", "top": "loaded"}  # type: ignore[union-attr,index]
+    assert autogpt("plugins", "disable", "base", env=env).returncode == 0
+    rows = _json(autogpt("plugins", "list", "--json", env=env))
+    assert {r["id"]: r["status"] for r in rows} == {"base": "disabled", "top": "broken"}  # type: ignore[union-attr,index]
+
+
+def test_enable_interactively(site: Path, tmp_path: Path) -> None:
+    """Without --yes and without a terminal, nothing changes and the exit code is 1."""
+    write_plugin(site, "base", "", enabled=False)
+    write_plugin(site, "top", "", enabled=False, requires="[base]")
+    env = cli_env(tmp_path, site=site)
+    assert autogpt("plugins", "enable", "top", env=env, input="y\n").returncode == 1
+    assert not (tmp_path / "config.yaml").exists()
+
+
+def test_check_exit_codes(site: Path, tmp_path: Path) -> None:
+    """check exits 0 on a healthy install and 1 naming each problem otherwise."""
+    env = cli_env(tmp_path, site=site)
+    ok = autogpt("plugins", "check", env=env)
+    assert ok.returncode == 0, ok.stdout
+    write_plugin(
+        site, "bad", "", manifest="manifest_version: 1\nid: bad\nname: x\nversion: 1\nbogus: 1\n"
+    )
+    (tmp_path / "config.yaml").write_text("plugins: {enable: [ghost]}\n")
+    bad = autogpt("plugins", "check", env=env)
+    assert bad.returncode == 1
+    assert "bad: invalid manifest" in bad.stdout
+    assert "bogus: unknown field" in bad.stdout
+    assert "'ghost' is named in" in bad.stdout
+
+
+def test_trace_hooks(tmp_path: Path) -> None:
+    """--trace-hooks prints each hook call with plugin and duration to stderr."""
+    result = autogpt("--trace-hooks", "plugins", "list", env=cli_env(tmp_path))
+    assert result.returncode == 0
+    assert "[hook] register_commands <- workspace:" in result.stderr
+
+
+def test_codeowners_and_new(tmp_path: Path) -> None:
+    """codeowners lists owners per plugin; new writes an installable plugin skeleton."""
+    env = cli_env(tmp_path)
+    owners = _json(autogpt("plugins", "codeowners", "--json", env=env))
+    assert "workspace" in owners  # type: ignore[operator]
+    created = autogpt("plugins", "new", "my-tool", "--directory", str(tmp_path), env=env)
+    assert created.returncode == 0, created.stderr
+    root = tmp_path / "autogpt-plugin-my-tool"
+    assert (root / "pyproject.toml").exists()
+    from autogpt_core._manifest import load_manifest
+
+    manifest = load_manifest(root / "autogpt_plugin_my_tool" / "autogpt-plugin.yaml")
+    assert manifest.id == "my-tool"
+    again = autogpt("plugins", "new", "my-tool", "--directory", str(tmp_path), env=env)
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
