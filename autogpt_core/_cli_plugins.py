@@ -6,11 +6,18 @@ import argparse
 import json
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._config import Config, load_config, set_plugin_state
 from ._errors import ConfigError
-from ._loader import BROKEN, LOADED, PluginRecord, PluginSet, load, scan
+
+if TYPE_CHECKING:
+    from ._loader import PluginRecord, PluginSet
+
+# The loader (and with it trio and pluggy) is imported by the commands that need it, so
+# that building the argument parser -- all that ``autogpt --version`` does -- stays cheap.
+BROKEN = "broken"
+LOADED = "loaded"
 
 
 def add_plugins_parser(sub: Any) -> None:
@@ -58,6 +65,7 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _load(args: argparse.Namespace, config: Config) -> PluginSet:
+    from ._loader import load
     from ._tracing import trace_factory
 
     return load(config, pm_factory=trace_factory(args.trace_hooks))
@@ -120,6 +128,8 @@ def _find(plugins_or_records: list[PluginRecord], plugin_id: str) -> PluginRecor
 
 def cmd_info(args: argparse.Namespace) -> int:
     from importlib.metadata import PackageNotFoundError, version
+
+    from ._loader import scan
 
     config = _config(args)
     records = scan(config)
@@ -211,6 +221,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
+    from ._loader import scan
+
     config = _config(args)
     records = {r.id: r for r in scan(config)}
     wanted: list[str] = []
@@ -253,6 +265,8 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
+    from ._loader import scan
+
     config = _config(args)
     records = {r.id: r for r in scan(config)}
     for plugin_id in args.plugin_ids:
@@ -312,6 +326,8 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_codeowners(args: argparse.Namespace) -> int:
+    from ._loader import scan
+
     config = _config(args)
     records = scan(config)
     owners = {r.id: list(r.manifest.codeowners) if r.manifest else [] for r in records}
