@@ -231,7 +231,7 @@ class Session:
                     break
                 final = await self.run_cycle()
                 if final is not None:
-                    outcome = SessionOutcome("finished", final, self.cycle)
+                    outcome = SessionOutcome("finished", self.runtime.redact(final), self.cycle)
                     break
                 if self.failures >= self.runtime.config.limits.max_failures:
                     outcome = SessionOutcome(
@@ -351,7 +351,8 @@ class Session:
                     "completion_tokens": plan.usage.completion_tokens,
                     "cost_usd": plan.usage.cost_usd,
                 },
-                messages=tuple(added),
+                # Stored redacted too: a resumed session sees "***" where a secret was.
+                messages=tuple(self._redact_message(m) for m in added),
             ),
             events=events,
             budget=self.budget,
@@ -359,6 +360,16 @@ class Session:
         if result is not None and result.ok and result.final:
             return result.output
         return None
+
+    def _redact_message(self, message: Message) -> Message:
+        text = self.runtime.redactor.text
+        return attrs.evolve(
+            message,
+            content=text(message.content),
+            tool_calls=tuple(
+                attrs.evolve(c, arguments=text(c.arguments)) for c in message.tool_calls
+            ),
+        )
 
     def _memory_text(self, plan: Plan, observation: str) -> str:
         if plan.call is None:

@@ -1,0 +1,368 @@
+"""The ``replay`` provider plugin and the recorder, with real recordings of the OpenAI path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import trio
+import yaml
+
+import autogpt_plugins.llm_replay as llm_replay
+from autogpt_core import ConfigError, LLMError, ReplayMismatchError
+from autogpt_plugins.llm_openai import OpenAIConfig, OpenAIProvider
+from autogpt_plugins.llm_replay import (
+    Recording,
+    RecordingProvider,
+    ReplayProvider,
+    factory,
+    load_recording,
+    recording_provider,
+)
+from hookspecs import (
+    LLMProvider,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    ProviderOptions,
+    Role,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+from .fake_openai import FakeOpenAI, FakeToolCall, Reply, fake_openai_server
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET_TEXT = "the tool printed token=abc123"
+
+
+def tool(name: str) -> ToolSpec:
+    return ToolSpec(name=name, description=f"The {name} command.", parameters={"type": "object"})
+
+
+TOOLS = (tool("write_file"), tool("finish"))
+CALL = ToolCall("call_1", "write_file", '{"path": "a.txt", "text": "hello"}')
+FIRST = LLMRequest(
+    messages=(Message(Role.SYSTEM, "Your goal: write a.txt"), Message(Role.USER, "Begin.")),
+    tools=TOOLS,
+    model="gpt-4o-mini",
+)
+SECOND = LLMRequest(
+    messages=(
+        *FIRST.messages,
+        Message(Role.ASSISTANT, "Writing it.", tool_calls=(CALL,)),
+        Message(Role.TOOL, SECRET_TEXT, tool_call_id="call_1"),
+    ),
+    tools=TOOLS,
+    model="gpt-4o-mini",
+)
+SCRIPT = (
+    Reply(
+        content="Writing it.",
+        tool_calls=(FakeToolCall("write_file", CALL.arguments, id="call_1"),),
+        prompt_tokens=120,
+        completion_tokens=30,
+    ),
+    Reply(content="All done.", prompt_tokens=160, completion_tokens=8),
+)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeOpenAI]:
+    async with fake_openai_server() as server:
+        yield server
+
+
+def openai_provider(server: FakeOpenAI) -> OpenAIProvider:
+    return OpenAIProvider(OpenAIConfig(api_key="sk-test", base_url=server.base_url, max_retries=0))
+
+
+async def record_session(server: FakeOpenAI, path: Path) -> list[LLMResponse]:
+    """Record FIRST and SECOND through the OpenAI provider; return the live responses."""
+    server.add(*SCRIPT)
+    recorder = recording_provider(openai_provider(server), path)
+    try:
+        return [await recorder.complete(FIRST), await recorder.complete(SECOND)]
+    finally:
+        await recorder.aclose()
+
+
+def replay(path: Path, **extra: Any) -> ReplayProvider:
+    return factory(ProviderOptions(extra={"path": str(path), **extra}))
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+async def test_recorded_session_replays_the_same_responses(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Responses recorded from the OpenAI provider come back identical, in order, offline."""
+    path = tmp_path / "session.json"
+    live = await record_session(server, path)
+    assert live[0].message.tool_calls == (CALL,)
+    assert live[0].usage.cost_usd > 0
+
+    provider = replay(path)
+    assert isinstance(provider, LLMProvider)
+    assert [await provider.complete(FIRST), await provider.complete(SECOND)] == live
+    assert provider.remaining == 0
+    await provider.aclose()
+
+
+async def test_recording_keeps_no_message_text(server: FakeOpenAI, tmp_path: Path) -> None:
+    """The file holds format, version and request summaries, but no message texts."""
+    path = tmp_path / "session.json"
+    await record_session(server, path)
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert (data["format"], data["version"]) == ("autogpt-replay", 1)
+    assert data["exchanges"][1]["request"] == {
+        "model": "gpt-4o-mini",
+        "tools": ["write_file", "finish"],
+        "message_count": 4,
+        "last_message": {"role": "tool", "tool_call_id": "call_1"},
+    }
+    assert data["exchanges"][0]["response"]["tool_calls"] == [
+        {"id": "call_1", "name": "write_file", "arguments": CALL.arguments}
+    ]
+    assert SECRET_TEXT not in text
+    assert "Your goal" not in text
+
+
+async def test_recorder_closes_the_wrapped_provider(server: FakeOpenAI, tmp_path: Path) -> None:
+    """Closing the recorder closes the real provider it wraps."""
+    inner = openai_provider(server)
+    recorder = recording_provider(inner, tmp_path / "r.json")
+    assert isinstance(recorder, RecordingProvider)
+    assert isinstance(recorder, LLMProvider)
+    await recorder.aclose()
+    assert inner.closed
+
+
+async def test_strict_mismatch_names_file_exchange_difference_and_fix(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Offering other tools than recorded raises ReplayMismatchError saying all of it."""
+    path = tmp_path / "session.json"
+    await record_session(server, path)
+    provider = replay(path)
+    changed = LLMRequest(messages=FIRST.messages, tools=(tool("finish"), tool("read_file")))
+    with pytest.raises(ReplayMismatchError) as info:
+        await provider.complete(changed)
+    message = str(info.value)
+    assert str(path) in message
+    assert "exchange 1 of 2" in message
+    assert "no longer offered: write_file" in message
+    assert "newly offered: read_file" in message
+    assert f"--record {path}" in message
+    assert "strict=false" in message
+    assert provider.remaining == 2
+
+
+async def test_strict_mode_compares_the_last_message(server: FakeOpenAI, tmp_path: Path) -> None:
+    """A different last message (a user turn, not the tool result) is a mismatch."""
+    path = tmp_path / "session.json"
+    await record_session(server, path)
+    provider = replay(path)
+    await provider.complete(FIRST)
+    diverged = LLMRequest(messages=(*FIRST.messages, Message(Role.USER, "Stop.")), tools=TOOLS)
+    with pytest.raises(ReplayMismatchError, match="exchange 2 of 2") as info:
+        await provider.complete(diverged)
+    assert "recorded a tool result for call_1, now a user message" in str(info.value)
+
+
+async def test_strict_mode_ignores_texts_tool_order_and_model(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Changed texts, reordered tools and another model still match in strict mode."""
+    path = tmp_path / "session.json"
+    live = await record_session(server, path)
+    provider = replay(path)
+    reworded = LLMRequest(
+        messages=(Message(Role.SYSTEM, "other prompt, other paths"), Message(Role.USER, "Go.")),
+        tools=tuple(reversed(TOOLS)),
+        model="another-model",
+    )
+    assert await provider.complete(reworded) == live[0]
+
+
+async def test_past_the_end_says_how_many_exchanges_and_the_fix(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Asking for more than was recorded raises ReplayMismatchError with the count."""
+    path = tmp_path / "session.json"
+    await record_session(server, path)
+    provider = replay(path, strict=False)
+    await provider.complete(FIRST)
+    await provider.complete(SECOND)
+    with pytest.raises(ReplayMismatchError) as info:
+        await provider.complete(SECOND)
+    message = str(info.value)
+    assert f"recording {path} has 2 exchanges; the session asked for more" in message
+    assert "--record" in message
+    assert "--max-cycles" in message
+
+
+@pytest.mark.parametrize("strict", [False, "false", "off", 0])
+async def test_non_strict_mode_tolerates_a_changed_request(
+    server: FakeOpenAI, tmp_path: Path, strict: object
+) -> None:
+    """With strict off, the recorded responses play whatever is asked."""
+    path = tmp_path / "session.json"
+    live = await record_session(server, path)
+    provider = replay(path, strict=strict)
+    assert not provider.strict
+    anything = LLMRequest(messages=(Message(Role.USER, "something else"),))
+    assert await provider.complete(anything) == live[0]
+    assert await provider.complete(anything) == live[1]
+
+
+async def test_crash_mid_recording_keeps_earlier_exchanges(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The file is valid after every exchange; a failing request leaves what was recorded."""
+    path = tmp_path / "deep" / "session.json"
+    server.add(SCRIPT[0], SCRIPT[1], Reply(status=500, error_message="boom"))
+    recorder = recording_provider(openai_provider(server), path)
+    try:
+        for count, request in enumerate((FIRST, SECOND), start=1):
+            await recorder.complete(request)
+            assert len(json.loads(path.read_text(encoding="utf-8"))["exchanges"]) == count
+        with pytest.raises(LLMError, match="boom"):
+            await recorder.complete(SECOND)
+        assert len(load_recording(path).exchanges) == 2
+    finally:
+        await recorder.aclose()
+    assert len(load_recording(path).exchanges) == 2
+    assert [p.name for p in path.parent.iterdir()] == ["session.json"]  # no temp files left
+
+
+async def test_concurrent_exchanges_are_all_recorded(server: FakeOpenAI, tmp_path: Path) -> None:
+    """Requests finishing together are all in the final file."""
+    path = tmp_path / "session.json"
+    server.add(*(Reply(content=f"answer {i}") for i in range(4)))
+    recorder = recording_provider(openai_provider(server), path)
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(4):
+                nursery.start_soon(recorder.complete, FIRST)
+    finally:
+        await recorder.aclose()
+    contents = sorted(e.response.message.content for e in load_recording(path).exchanges)
+    assert contents == [f"answer {i}" for i in range(4)]
+
+
+async def test_closing_an_unused_recorder_writes_an_empty_recording(tmp_path: Path) -> None:
+    """A session that never asked the model still leaves a valid, empty recording."""
+    path = tmp_path / "empty.json"
+    await recording_provider(replay(write_json(tmp_path / "x.json", empty())), path).aclose()
+    assert load_recording(path) == Recording()
+
+
+async def test_replay_is_a_checkpoint(tmp_path: Path) -> None:
+    """complete() checkpoints: in a cancelled scope it is cancelled before playing anything."""
+    provider = replay(write_json(tmp_path / "one.json", one_exchange()))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await provider.complete(FIRST)
+    assert scope.cancelled_caught
+    assert provider.remaining == 1
+
+
+async def test_hand_written_recording_without_request_summaries(tmp_path: Path) -> None:
+    """Omitted request fields are not compared; object arguments become a JSON string."""
+    provider = replay(write_json(tmp_path / "hand.json", one_exchange()))
+    response = await provider.complete(LLMRequest(messages=(Message(Role.USER, "anything"),)))
+    assert response == LLMResponse(
+        message=Message(
+            Role.ASSISTANT,
+            "Done.",
+            tool_calls=(ToolCall("call_0", "finish", '{"reason": "done"}'),),
+        ),
+        usage=Usage(prompt_tokens=3, completion_tokens=2, cost_usd=0.0),
+        model=None,
+    )
+
+
+def empty() -> dict[str, Any]:
+    return {"format": "autogpt-replay", "version": 1, "exchanges": []}
+
+
+def one_exchange() -> dict[str, Any]:
+    response = {
+        "content": "Done.",
+        "tool_calls": [{"name": "finish", "arguments": {"reason": "done"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+    }
+    return {**empty(), "exchanges": [{"response": response}]}
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "does not exist"),
+        ("{not json", "is not valid JSON (Expecting property name"),
+        (json.dumps({"format": "cassette", "version": 1}), "format: must be 'autogpt-replay'"),
+        (json.dumps({**empty(), "version": 2}), "version 2 is not supported"),
+        (json.dumps({**empty(), "exchanges": {}}), "exchanges: must be a list"),
+        (
+            json.dumps({**empty(), "exchanges": [{"response": {"tool_calls": [{"id": 5}]}}]}),
+            "exchanges[0].response.tool_calls[0].id: must be a string",
+        ),
+        (
+            json.dumps({**empty(), "exchanges": [{"response": {"usage": {"prompt_tokens": -1}}}]}),
+            "exchanges[0].response.usage.prompt_tokens: must be a whole number",
+        ),
+    ],
+)
+def test_invalid_recordings_name_file_field_and_fix(
+    tmp_path: Path, content: str | None, expected: str
+) -> None:
+    """A missing or invalid recording is a ConfigError naming the file, the problem and a fix."""
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        replay(path)
+    assert str(path) in str(info.value)
+    assert expected in str(info.value)
+    assert "--record" in str(info.value)
+
+
+def test_factory_needs_a_path() -> None:
+    """Without extra["path"] the factory says to use --llm replay:FILE."""
+    with pytest.raises(ConfigError, match="--llm replay:FILE"):
+        factory(ProviderOptions())
+
+
+def test_factory_refuses_an_unreadable_strict_flag(tmp_path: Path) -> None:
+    """A strict option that is not a boolean is a ConfigError."""
+    with pytest.raises(ConfigError, match="strict must be true or false"):
+        replay(write_json(tmp_path / "e.json", empty()), strict="sometimes")
+
+
+def test_register_llm_providers_offers_replay() -> None:
+    """The hook registers the factory under the name ``replay``."""
+    registered: dict[str, Any] = {}
+    llm_replay.register_llm_providers(register=registered.__setitem__)
+    assert registered == {"replay": factory}
+
+
+def test_manifest_is_valid() -> None:
+    """The manifest passes the schema: enabled by default, no permissions, no commands."""
+    path = ROOT / "autogpt_plugins" / "llm_replay" / "autogpt-plugin.yaml"
+    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    schema = json.loads((ROOT / "hookspecs" / "manifest.schema.json").read_text("utf-8"))
+    jsonschema.validate(manifest, schema)
+    assert manifest["id"] == "llm_replay"
+    assert manifest["enabled_by_default"] is True
+    assert manifest["permissions"] == []
+    assert manifest["capabilities"]["commands"] == []

@@ -1,0 +1,282 @@
+"""The agent loop end to end: real plugins, the real openai client, a local model server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import trio.lowlevel
+
+from autogpt_core._config import Config, Limits
+from autogpt_core._loader import load
+from autogpt_core._runtime import Runtime
+from autogpt_core._session import RunOptions
+from autogpt_core._storage import Store
+from hookspecs import (
+    Confirmation,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    Role,
+    ToolCall,
+    Usage,
+    hookimpl,
+)
+from tests.fake_openai import FakeToolCall, Reply, fake_openai_server
+
+GOAL = "Write notes.txt, remember it, finish."
+
+
+def _config(tmp_path: Path, **kwargs: Any) -> Config:
+    return Config(path=tmp_path / "config.yaml", data_dir=tmp_path / "data", **kwargs)
+
+
+def _call(name: str, args: dict[str, Any], call_id: str) -> Reply:
+    return Reply(tool_calls=(FakeToolCall(name, args, id=call_id),))
+
+
+async def test_end_to_end_through_openai_client(tmp_path: Path) -> None:
+    """The agent writes a file, stores a memory and finishes; the server saw the tools
+    built from the manifests and every tool call answered."""
+    script = [
+        _call("write_file", {"path": "notes.txt", "content": "hello"}, "c1"),
+        _call("remember", {"text": "notes.txt says hello"}, "c2"),
+        _call("finish", {"result": "done"}, "c3"),
+    ]
+    workspace = tmp_path / "ws"
+    async with fake_openai_server(script) as server:
+        async with Runtime(_config(tmp_path)) as rt:
+            outcome = await rt.run(
+                GOAL,
+                RunOptions(llm="openai", base_url=server.base_url, model="m", workspace=workspace),
+            )
+        requests = server.requests
+    assert outcome.status == "finished"
+    assert outcome.result == "done"
+    assert (workspace / "notes.txt").read_text() == "hello"
+    tools = {t["function"]["name"]: t["function"] for t in requests[0]["tools"]}
+    assert {"write_file", "read_file", "remember", "recall", "finish", "ask_user"} <= set(tools)
+    assert "run_shell" not in tools  # the shell plugin is disabled by default
+    assert tools["write_file"]["parameters"]["required"] == ["path", "content"]
+    last = requests[-1]["messages"]
+    assert [m["role"] for m in last[:2]] == ["system", "user"]
+    tool_answers = [m for m in last if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_answers] == ["c1", "c2"]
+    with Store(tmp_path / "data" / "sessions.sqlite3") as store:
+        session = store.list_sessions().items[0]
+        assert session.status == "finished"
+        assert [c.number for c in store.load_cycles(session.id)] == [1, 2, 3]
+        kinds = [e.kind for e in store.list_events(session.id)]
+    assert kinds[0] == "session_start"
+    assert kinds[-1] == "session_end"
+    assert "command" in kinds
+    memory = Store(tmp_path / "data" / "plugins" / "memory_sqlite" / "memory.sqlite3")
+    with memory:
+        from hookspecs import MemoryQuery
+
+        hits = memory.memory_recall(MemoryQuery("hello", scope="all"), session.id)
+    assert any("notes.txt says hello" in h.item.text for h in hits)
+
+
+@attrs.define
+class ScriptedProvider:
+    """An in-process provider that answers from a list, recording each request."""
+
+    replies: list[LLMResponse]
+    requests: list[LLMRequest] = attrs.field(factory=list)
+    closed: bool = False
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.requests.append(request)
+        await trio.lowlevel.checkpoint()
+        return self.replies.pop(0)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def _reply(name: str, args: dict[str, Any], call_id: str) -> LLMResponse:
+    message = Message(Role.ASSISTANT, "", tool_calls=(ToolCall(call_id, name, json.dumps(args)),))
+    return LLMResponse(message=message, usage=Usage(10, 5))
+
+
+async def _run(
+    tmp_path: Path,
+    replies: Sequence[LLMResponse],
+    *,
+    extra_plugins: Sequence[object] = (),
+    options: RunOptions | None = None,
+    **config: Any,
+) -> tuple[Any, ScriptedProvider, Store]:
+    cfg = _config(tmp_path, **config)
+    plugins = load(cfg, environ={})
+    provider = ScriptedProvider(list(replies))
+    plugins.providers["scripted"] = ("tests", lambda options: provider)
+    for plugin in extra_plugins:
+        plugins.pm.register(plugin)
+    async with Runtime(cfg, plugins=plugins) as rt:
+        outcome = await rt.run(
+            GOAL,
+            attrs.evolve(options or RunOptions(), llm="scripted", workspace=tmp_path / "ws"),
+        )
+    return outcome, provider, Store(tmp_path / "data" / "sessions.sqlite3")
+
+
+def _tool_answers(request: LLMRequest) -> list[str]:
+    return [m.content for m in request.messages if m.role is Role.TOOL]
+
+
+async def test_continuous_mode_refuses_ungranted_shell(tmp_path: Path) -> None:
+    """Unattended, a command needing an ungranted permission is refused and the model told."""
+    marker = tmp_path / "ws" / "ran.txt"
+    replies = [
+        _reply("run_shell", {"command": f"touch {marker}"}, "s1"),
+        _reply("finish", {"result": "gave up"}, "f1"),
+    ]
+    outcome, provider, _ = await _run(
+        tmp_path,
+        replies,
+        options=RunOptions(continuous=True),
+        enable=frozenset({"shell"}),
+    )
+    assert outcome.status == "finished"
+    assert not marker.exists()
+    answer = _tool_answers(provider.requests[1])[0]
+    assert "continuous mode" in answer
+    assert "shell" in answer
+    assert provider.closed
+
+
+class Approver:
+    def __init__(self, approved: bool) -> None:
+        self.approved = approved
+        self.asked: list[Any] = []
+
+    @hookimpl
+    def confirm(self, session: Any, request: Any) -> Confirmation:
+        self.asked.append(request)
+        return Confirmation(approved=self.approved, reason="test says so")
+
+
+async def test_interactive_mode_asks_and_runs_when_approved(tmp_path: Path) -> None:
+    """Interactively, the confirm hook is asked; an approved shell command runs."""
+    approver = Approver(True)
+    replies = [
+        _reply("run_shell", {"command": "echo approved > out.txt"}, "s1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    outcome, provider, _ = await _run(
+        tmp_path, replies, extra_plugins=[approver], enable=frozenset({"shell"})
+    )
+    assert outcome.status == "finished"
+    assert approver.asked[0].missing_permissions == ("shell",)
+    assert (tmp_path / "ws" / "out.txt").read_text().strip() == "approved"
+
+
+async def test_denied_command_is_reported_to_the_model(tmp_path: Path) -> None:
+    """A denied confirmation is the model's next observation; nothing runs."""
+    approver = Approver(False)
+    replies = [
+        _reply("run_shell", {"command": "echo no > out.txt"}, "s1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    outcome, provider, _ = await _run(
+        tmp_path, replies, extra_plugins=[approver], enable=frozenset({"shell"})
+    )
+    assert not (tmp_path / "ws" / "out.txt").exists()
+    answer = _tool_answers(provider.requests[1])[0]
+    assert "did not allow" in answer
+    assert "test says so" in answer
+
+
+class Misbehaving:
+    @hookimpl
+    async def build_prompt(self, session: Any, prompt: Any) -> None:
+        if session.cycle == 1:
+            await trio.sleep_forever()
+
+    @hookimpl
+    def post_command(self, session: Any, call: Any, result: Any) -> None:
+        raise RuntimeError("post_command exploded")
+
+
+async def test_raising_and_hanging_plugins_are_reported_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A plugin hanging in build_prompt and one raising in post_command are reported as
+    error events naming them; the session still finishes."""
+    replies = [
+        _reply("write_file", {"path": "a.txt", "content": "x"}, "w1"),
+        _reply("finish", {"result": "survived"}, "f1"),
+    ]
+    outcome, provider, store = await _run(
+        tmp_path,
+        replies,
+        extra_plugins=[Misbehaving()],
+        limits=Limits(hook_timeout=0.5),
+    )
+    assert outcome.status == "finished"
+    assert outcome.result == "survived"
+    with store:
+        session = store.list_sessions().items[0]
+        errors = [e.data for e in store.list_events(session.id) if e.kind == "error"]
+    hooks = {(e["hook"], "Misbehaving" in e["plugin"] or e["plugin"]) for e in errors}
+    assert any(h == "build_prompt" for h, _ in hooks)
+    assert any(h == "post_command" for h, _ in hooks)
+    assert any("post_command exploded" in e["error"] for e in errors)
+    assert any("did not finish" in e["error"] or "within" in e["error"] for e in errors)
+
+
+async def test_failures_budget_and_bad_arguments(tmp_path: Path) -> None:
+    """Invalid arguments and unknown commands become observations; consecutive failures
+    end the session as failed."""
+    replies = [
+        _reply("write_file", {"path": "a.txt"}, "w1"),
+        _reply("no_such_command", {}, "n1"),
+        _reply("write_fil", {"path": "a", "content": "b"}, "n2"),
+    ]
+    outcome, provider, _ = await _run(tmp_path, replies, limits=Limits(max_failures=3))
+    assert outcome.status == "failed"
+    assert "3 consecutive" in outcome.result
+    first, second, third = (
+        (_tool_answers(r)[-1] for r in provider.requests[1:] + [None] if r)
+        if False
+        else (None, None, None)
+    )  # noqa: E501
+    answers = [_tool_answers(r)[-1] for r in provider.requests[1:]]
+    assert "'content' is a required property" in answers[0]
+    assert "there is no command 'no_such_command'" in answers[1]
+
+
+async def test_max_cycles_budget(tmp_path: Path) -> None:
+    """The cycle budget ends the session as budget_exhausted."""
+    replies = [_reply("list_files", {}, f"l{i}") for i in range(5)]
+    outcome, provider, _ = await _run(tmp_path, replies, options=RunOptions(max_cycles=2))
+    assert outcome.status == "budget_exhausted"
+    assert outcome.cycles == 2
+    assert len(provider.requests) == 2
+
+
+async def test_secrets_never_reach_events(tmp_path: Path) -> None:
+    """A secret setting's value is masked in stored events and cycle records."""
+    secret = "sk-very-secret-value-123"
+    replies = [
+        _reply("write_file", {"path": "s.txt", "content": secret}, "w1"),
+        _reply("finish", {"result": f"the key is {secret}"}, "f1"),
+    ]
+    cfg = _config(tmp_path)
+    plugins = load(cfg, environ={"OPENAI_API_KEY": secret})
+    provider = ScriptedProvider(list(replies))
+    plugins.providers["scripted"] = ("tests", lambda options: provider)
+    async with Runtime(cfg, plugins=plugins) as rt:
+        outcome = await rt.run(GOAL, RunOptions(llm="scripted", workspace=tmp_path / "ws"))
+    assert outcome.result == "the key is ***"
+    db = (tmp_path / "data" / "sessions.sqlite3").read_bytes()
+    wal = tmp_path / "data" / "sessions.sqlite3-wal"
+    blob = db + (wal.read_bytes() if wal.exists() else b"")
+    assert secret.encode() not in blob
+    assert b"***" in blob
