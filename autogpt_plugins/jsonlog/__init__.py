@@ -1,0 +1,95 @@
+"""Writes every event of a session as one JSON object per line to a ``.jsonl`` file."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from hookspecs import (
+    Event,
+    EventKind,
+    PluginSettings,
+    RuntimeView,
+    SessionOutcome,
+    SessionView,
+    hookimpl,
+)
+
+_settings = PluginSettings(plugin_id="jsonlog")
+# on_event runs in worker threads (blocking=True), for many sessions at once.
+_lock = threading.Lock()
+_files: dict[str, IO[str]] = {}
+
+
+@hookimpl
+def configure(settings: PluginSettings) -> None:
+    global _settings
+    _settings = settings
+
+
+@hookimpl(blocking=True)
+def on_event(session: SessionView, event: Event) -> None:
+    """Append ``event`` to its session's log, flushed, so a crash loses nothing written."""
+    record = {
+        "kind": str(event.kind),
+        "session_id": event.session_id,
+        "cycle": event.cycle,
+        "ts": event.timestamp or time.time(),
+        "data": dict(event.data),
+    }
+    # default=str: a value the core failed to make JSON still gets logged, as its repr.
+    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    with _lock:
+        file = _files.get(event.session_id)
+        if file is None:
+            path = log_path(_settings, event.session_id)
+            if path is None:
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            file = _files[event.session_id] = path.open("a", encoding="utf-8")
+        file.write(line)
+        file.flush()
+        if event.kind is EventKind.SESSION_END:
+            _close(event.session_id)
+
+
+@hookimpl(blocking=True)
+def session_end(session: SessionView, outcome: SessionOutcome) -> None:
+    with _lock:
+        _close(session.id)
+
+
+@hookimpl(blocking=True)
+def autogpt_shutdown(runtime: RuntimeView) -> None:
+    with _lock:
+        for session_id in list(_files):
+            _close(session_id)
+
+
+def log_path(settings: PluginSettings, session_id: str) -> Path | None:
+    """Where the log of ``session_id`` goes, or ``None`` if there is nowhere to put it.
+
+    The ``path`` setting may contain ``{session_id}``; a relative path is taken from the
+    data directory. Without a ``path``, it is ``<data_dir>/logs/<session_id>.jsonl``.
+    """
+    # Session ids come from clients in server mode; keep them from naming other files.
+    safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", session_id).lstrip(".") or "_"
+    template = str(settings.values.get("path") or "")
+    if template:
+        path = Path(template.replace("{session_id}", safe_id)).expanduser()
+        if path.is_absolute() or settings.data_dir is None:
+            return path
+        return settings.data_dir / path
+    if settings.data_dir is None:
+        return None
+    return settings.data_dir / "logs" / f"{safe_id}.jsonl"
+
+
+def _close(session_id: str) -> None:
+    file = _files.pop(session_id, None)
+    if file is not None:
+        file.close()

@@ -1,0 +1,238 @@
+"""The console: readable event lines, colour only on terminals, answers from stdin."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import jsonschema
+import pluggy
+import pytest
+import yaml
+
+import hookspecs
+from autogpt_plugins import console
+from hookspecs import (
+    Budget,
+    CommandCall,
+    Confirmation,
+    ConfirmationRequest,
+    Event,
+    EventKind,
+    PluginSettings,
+    SessionView,
+)
+
+SESSION = SessionView(
+    id="s1",
+    goal="write a poem",
+    workspace=Path("."),
+    cycle=3,
+    budget=Budget(max_cycles=10, cycles=3, tokens=1234, cost_usd=0.01),
+)
+
+
+class Terminal(io.StringIO):
+    """A StringIO that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def default_settings() -> Iterator[None]:
+    console.configure(settings=PluginSettings(plugin_id="console"))
+    yield
+    console.configure(settings=PluginSettings(plugin_id="console"))
+
+
+def show(
+    kind: EventKind, data: Mapping[str, object], out: pytest.CaptureFixture[str] | io.StringIO
+) -> str:
+    """Print ``kind`` with ``data`` through the console and return what was written."""
+    console.on_event(session=SESSION, event=Event(kind, "s1", 3, data))
+    return out.getvalue() if isinstance(out, io.StringIO) else out.readouterr().out
+
+
+# The data the core sends with each kind of event.
+EXPECTED: dict[EventKind, tuple[dict[str, object], str]] = {
+    EventKind.SESSION_START: (
+        {"goal": "write a poem", "workspace": "/w", "resumed_at": 0},
+        "start    session s1: write a poem",
+    ),
+    EventKind.THOUGHT: ({"text": "I should write it."}, "thought  I should write it."),
+    EventKind.PLAN: (
+        {"text": "Saving.", "call": {"command": "write_file", "arguments": {"path": "p.txt"}}},
+        "plan     Saving. → write_file(path='p.txt')",
+    ),
+    EventKind.COMMAND: (
+        {
+            "command": "write_file",
+            "plugin": "workspace",
+            "arguments": {"path": "p.txt", "content": "x" * 100},
+        },
+        "command  write_file(path='p.txt', content='" + "x" * 38 + "…)",
+    ),
+    EventKind.RESULT: (
+        {"command": "ls", "ok": True, "output": "a.txt", "error": None, "final": False},
+        "result   ls: ok: a.txt",
+    ),
+    EventKind.ERROR: (
+        {"plugin": "memory", "hook": "memory_recall", "error": "database is locked"},
+        "error    database is locked",
+    ),
+    EventKind.MESSAGE: ({"text": "Done soon."}, "message  Done soon."),
+    EventKind.BUDGET: (
+        {"cycles": 3, "max_cycles": 10, "tokens": 1500, "cost_usd": 0.02},
+        "budget   spent 3/10 cycles · 1,500 tok · $0.02",
+    ),
+    EventKind.CONFIRMATION: (
+        {"command": "run_shell", "missing": ["shell"], "approved": False, "reason": "no answer"},
+        "confirm  run_shell (needs shell) refused: no answer",
+    ),
+    EventKind.SESSION_END: (
+        {"status": "finished", "result": "poem.txt", "cycles": 3},
+        "end      finished: poem.txt",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(EventKind))
+def test_each_event_kind_prints_a_readable_line(
+    kind: EventKind, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every event kind prints the progress prefix, a label and what happened."""
+    data, expected = EXPECTED[kind]
+    assert show(kind, data, capsys) == f"[3/10 cycles · 1,234 tok · $0.01] {expected}\n"
+
+
+def test_failed_result_shows_the_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """A failed result prints its error."""
+    line = show(EventKind.RESULT, {"command": "ls", "ok": False, "error": "no such dir"}, capsys)
+    assert line.endswith("result   ls: error: no such dir\n")
+
+
+def test_plan_without_a_call_shows_its_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """A text-only plan prints the text."""
+    line = show(EventKind.PLAN, {"text": "All done.", "call": None}, capsys)
+    assert line.endswith("plan     All done.\n")
+    line = show(EventKind.PLAN, {"text": "", "call": None}, capsys)
+    assert line.endswith("plan     (no text, no command)\n")
+
+
+def test_unknown_data_is_shown_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """An event without the usual keys still shows its data."""
+    assert show(EventKind.MESSAGE, {"odd": [1, 2]}, capsys).endswith('{"odd": [1, 2]}\n')
+
+
+def test_long_text_is_shortened(capsys: pytest.CaptureFixture[str]) -> None:
+    """Text longer than max_chars is cut with an ellipsis."""
+    console.configure(settings=PluginSettings(plugin_id="console", values={"max_chars": 20}))
+    line = show(EventKind.THOUGHT, {"text": "y" * 500}, capsys)
+    assert line.endswith(" " + "y" * 19 + "…\n")
+
+
+def test_progress_shows_limits_when_there_are_some() -> None:
+    """Without limits, the prefix shows only what has been spent."""
+    assert console.progress(2, Budget(tokens=5, cost_usd=0.0)) == "[2 cycles · 5 tok · $0.00]"
+    limited = Budget(max_cycles=4, max_tokens=9000, max_cost_usd=1.0, tokens=10, cost_usd=0.002)
+    assert console.progress(1, limited) == "[1/4 cycles · 10/9,000 tok · $0.0020/$1.00]"
+
+
+def test_no_ansi_codes_when_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """With colour on auto, output to a non-terminal has no escape codes."""
+    assert "\x1b[" not in show(EventKind.ERROR, {"message": "boom"}, capsys)
+
+
+def test_ansi_codes_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal, output is coloured unless NO_COLOR is set."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    assert "\x1b[" in show(EventKind.ERROR, {"message": "boom"}, terminal)
+    monkeypatch.setenv("NO_COLOR", "1")
+    terminal.seek(0)
+    terminal.truncate()
+    assert "\x1b[" not in show(EventKind.ERROR, {"message": "boom"}, terminal)
+
+
+@pytest.mark.parametrize(("setting", "expected"), [("always", True), ("never", False)])
+def test_color_setting_overrides_detection(setting: str, expected: bool) -> None:
+    """`always` colours a pipe, `never` leaves a terminal plain."""
+    assert console.use_color(setting, io.StringIO()) is expected
+    assert console.use_color(setting, Terminal()) is expected
+
+
+def request() -> ConfirmationRequest:
+    return ConfirmationRequest(
+        call=CommandCall("run_shell", {"command": "rm -rf build"}),
+        plugin_id="shell",
+        missing_permissions=("shell",),
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("y\n", Confirmation(approved=True, reason="allowed at the console")),
+        ("YES\n", Confirmation(approved=True, reason="allowed at the console")),
+        ("n\n", Confirmation(approved=False, reason="refused at the console")),
+        ("\n", Confirmation(approved=False, reason="refused at the console")),
+        (
+            "a\n",
+            Confirmation(
+                approved=True, reason="allowed for the session at the console", remember=True
+            ),
+        ),
+    ],
+)
+def test_confirm_reads_the_answer_from_stdin(
+    answer: str,
+    expected: Confirmation,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """y approves, a approves for the session, anything else refuses."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(answer))
+    assert console.confirm(session=SESSION, request=request()) == expected
+    assert capsys.readouterr().out == (
+        "Allow shell.run_shell(command='rm -rf build') needing shell? [y/N/a(lways)] " + answer
+    )
+
+
+def test_confirm_at_end_of_input_gives_no_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With stdin at its end, or closed, confirm returns None."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    assert console.confirm(session=SESSION, request=request()) is None
+    closed = io.StringIO("y\n")
+    closed.close()
+    monkeypatch.setattr(sys, "stdin", closed)
+    assert console.confirm(session=SESSION, request=request()) is None
+
+
+def test_user_input_returns_the_line_or_none(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """user_input prints the question and returns the line read, or None at end of input."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("blue\n"))
+    assert console.user_input(session=SESSION, question="Which colour?") == "blue"
+    assert capsys.readouterr().out == "Which colour?\n> blue\n"  # piped answers are echoed
+    assert console.user_input(session=SESSION, question="And now?") is None
+
+
+def test_manifest_is_valid_and_hooks_match_the_specs() -> None:
+    """pluggy accepts the hook impls; confirm and user_input are blocking; manifest valid."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs.specs)
+    pm.register(console)
+    assert getattr(console.confirm, hookspecs.BLOCKING_ATTR) is True
+    assert getattr(console.user_input, hookspecs.BLOCKING_ATTR) is True
+    manifest = yaml.safe_load((Path(console.__file__).parent / "autogpt-plugin.yaml").read_text())
+    schema = json.loads((Path(hookspecs.__file__).parent / "manifest.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(manifest)
+    assert (manifest["id"], manifest["enabled_by_default"]) == ("console", True)
