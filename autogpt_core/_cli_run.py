@@ -82,7 +82,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             'no goal: give one, e.g. autogpt run "Summarise notes.txt", or run '
             "'autogpt run --demo'"
         )
+    from ._session import new_session_id
+
+    session_id = args.resume or new_session_id()
     options = RunOptions(
+        session_id=None if args.resume else session_id,
         llm=llm,
         model=args.model,
         base_url=args.base_url,
@@ -92,7 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         continuous=args.continuous,
         workspace=args.workspace,
         record=args.record,
-        strict_replay=not args.no_strict,
+        # The demo tolerates extra plugins (a tool list that differs from the recording's).
+        strict_replay=not (args.no_strict or args.demo),
     )
 
     async def main() -> Any:
@@ -129,6 +134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 130
     print(f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {outcome.result}")
+    if not args.resume:
+        workspace = args.workspace or config.data_dir / "workspaces" / session_id
+        print(f"Workspace: {workspace.resolve()}")
+    print(f"Session id: {session_id} (see 'autogpt sessions')")
     return 0 if outcome.status == "finished" else 1
 
 

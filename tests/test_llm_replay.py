@@ -163,7 +163,7 @@ async def test_strict_mismatch_names_file_exchange_difference_and_fix(
     assert "no longer offered: write_file" in message
     assert "newly offered: read_file" in message
     assert f"--record {path}" in message
-    assert "strict=false" in message
+    assert "--no-strict" in message
     assert provider.remaining == 2
 
 
@@ -350,10 +350,32 @@ def test_factory_refuses_an_unreadable_strict_flag(tmp_path: Path) -> None:
 
 
 def test_register_llm_providers_offers_replay() -> None:
-    """The hook registers the factory under the name ``replay``."""
+    """The hook registers the replay factory, and the recorder the core uses for --record."""
     registered: dict[str, Any] = {}
     llm_replay.register_llm_providers(register=registered.__setitem__)
-    assert registered == {"replay": factory}
+    assert registered == {"replay": factory, "record": llm_replay.record_factory}
+
+
+async def test_skip_resumes_after_played_exchanges(tmp_path: Path) -> None:
+    """A resumed session's replay starts after the exchanges its completed cycles used."""
+    exchanges = [{"response": {"content": f"answer {i}"}} for i in range(3)]
+    path = write_json(tmp_path / "r.json", {**empty(), "exchanges": exchanges})
+    provider = factory(ProviderOptions(extra={"path": str(path), "skip": 2, "strict": False}))
+    assert (await provider.complete(FIRST)).message.content == "answer 2"
+    assert provider.remaining == 0
+
+
+async def test_record_factory_wraps_a_provider(tmp_path: Path) -> None:
+    """The record provider records what the wrapped provider answers, and refuses bad options."""
+    source = write_json(tmp_path / "src.json", one_exchange())
+    inner = factory(ProviderOptions(extra={"path": str(source), "strict": False}))
+    path = tmp_path / "rec.json"
+    recorder = llm_replay.record_factory(ProviderOptions(extra={"inner": inner, "path": str(path)}))
+    await recorder.complete(FIRST)
+    await recorder.aclose()
+    assert len(load_recording(path).exchanges) == 1
+    with pytest.raises(ConfigError, match="--record FILE"):
+        llm_replay.record_factory(ProviderOptions(extra={"path": str(path)}))
 
 
 def test_manifest_is_valid() -> None:

@@ -24,12 +24,15 @@ from ._recording import request_difference as request_difference
 from ._recording import request_summary as request_summary
 
 PROVIDER_NAME = "replay"
+#: The core wraps the session's real provider with this one for ``--record FILE``.
+RECORD_PROVIDER_NAME = "record"
 
 
 @hookimpl
 def register_llm_providers(register: RegisterLLMProvider) -> None:
     """Offer the ``replay`` provider."""
     register(PROVIDER_NAME, factory)
+    register(RECORD_PROVIDER_NAME, record_factory)
 
 
 def factory(options: ProviderOptions) -> ReplayProvider:
@@ -45,7 +48,21 @@ def factory(options: ProviderOptions) -> ReplayProvider:
             "the replay provider needs a recording to play: use --llm replay:FILE, "
             "e.g. a file made with --record FILE"
         )
-    return ReplayProvider.from_file(path, strict=as_flag(options.extra.get("strict"), True))
+    skip = options.extra.get("skip", 0)
+    return ReplayProvider.from_file(
+        path,
+        strict=as_flag(options.extra.get("strict"), True),
+        skip=skip if isinstance(skip, int) else 0,
+    )
+
+
+def record_factory(options: ProviderOptions) -> RecordingProvider:
+    """Wrap ``options.extra["inner"]`` (a provider) to record into ``options.extra["path"]``."""
+    inner = options.extra.get("inner")
+    path = options.extra.get("path")
+    if not isinstance(inner, LLMProvider) or not isinstance(path, str | os.PathLike):
+        raise ConfigError("the record provider needs a provider to wrap and a file: --record FILE")
+    return RecordingProvider(inner, path)
 
 
 def recording_provider(inner: LLMProvider, path: str | os.PathLike[str]) -> RecordingProvider:
@@ -58,11 +75,13 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "PROVIDER_NAME",
+    "RECORD_PROVIDER_NAME",
     "Recording",
     "RecordingProvider",
     "ReplayProvider",
     "factory",
     "load_recording",
+    "record_factory",
     "recording_provider",
     "register_llm_providers",
     "request_difference",

@@ -38,7 +38,7 @@ FORMAT_NAME = "autogpt-replay"
 FORMAT_VERSION = 1
 
 #: How a user turns strict checking off; part of every mismatch message.
-NON_STRICT_HINT = "replay it non-strict (provider option strict=false)"
+NON_STRICT_HINT = "replay it non-strict with --no-strict"
 
 
 # --- the request summary and what strict mode compares ---------------------------------
@@ -331,16 +331,21 @@ class ReplayProvider:
     ``ReplayMismatchError`` naming the file, the exchange and the fix.
     """
 
-    def __init__(self, recording: Recording, *, source: str, strict: bool = True) -> None:
+    def __init__(
+        self, recording: Recording, *, source: str, strict: bool = True, skip: int = 0
+    ) -> None:
         self.recording = recording
         self.source = source
         self.strict = strict
-        self._next = 0
+        # A resumed session has already played ``skip`` exchanges (one per completed cycle).
+        self._next = max(0, skip)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], *, strict: bool = True) -> ReplayProvider:
+    def from_file(
+        cls, path: str | os.PathLike[str], *, strict: bool = True, skip: int = 0
+    ) -> ReplayProvider:
         """Load ``path`` (raising ``ConfigError`` if it is unusable) and replay it."""
-        return cls(load_recording(path), source=os.fspath(path), strict=strict)
+        return cls(load_recording(path), source=os.fspath(path), strict=strict, skip=skip)
 
     def __repr__(self) -> str:
         return (
