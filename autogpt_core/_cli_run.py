@@ -125,7 +125,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 nursery.cancel_scope.cancel()
             return outcome
 
-    outcome = trio.run(main)
+    try:
+        outcome = trio.run(main)
+    except BaseExceptionGroup as group:
+        # The session runs in a nursery beside the signal watcher: report our own errors
+        # (a missing key, a bad recording) as themselves, not as a group.
+        ours = _only_autogpt_errors(group)
+        if ours is None:
+            raise
+        raise ours from None
     if outcome is None:
         print(
             "autogpt: interrupted; the session was saved: resume it with "
@@ -139,6 +147,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"Workspace: {workspace.resolve()}")
     print(f"Session id: {session_id} (see 'autogpt sessions')")
     return 0 if outcome.status == "finished" else 1
+
+
+def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception | None:
+    from ._errors import AutoGPTError
+
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    if leaves and all(isinstance(e, AutoGPTError) for e in leaves):
+        first = leaves[0]
+        assert isinstance(first, Exception)
+        return first
+    return None
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

@@ -1,0 +1,126 @@
+"""``autogpt run`` as a process: the demo, kill -9 and resume, Ctrl-C."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.clirun import autogpt, cli_env
+from tests.fake_openai import FakeToolCall, Reply, fake_openai_in_thread
+
+GOAL = "Write three files, one per cycle, then finish."
+
+
+def _write(n: int, *, delay: float = 0.0) -> Reply:
+    args = {"path": f"f{n}.txt", "content": f"file {n}"}
+    return Reply(tool_calls=(FakeToolCall("write_file", args, id=f"w{n}"),), delay=delay)
+
+
+def _finish() -> Reply:
+    return Reply(tool_calls=(FakeToolCall("finish", {"result": "all written"}, id="fin"),))
+
+
+def _completed_cycles(db: Path) -> list[tuple[str, int, str]]:
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute(
+                "SELECT session_id, number, result FROM cycles ORDER BY number"
+            ).fetchall()
+    except sqlite3.Error:
+        return []
+
+
+def _wait_for_cycles(
+    db: Path, count: int, proc: subprocess.Popen[str]
+) -> list[tuple[str, int, str]]:
+    """Poll the store until ``count`` cycles are committed (bounded: a failing run ends it)."""
+    for _ in range(1200):
+        rows = _completed_cycles(db)
+        if len(rows) >= count:
+            return rows
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"{count} cycles were never committed")
+
+
+def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "autogpt_core", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_demo_runs_offline_and_writes_its_file(tmp_path: Path) -> None:
+    """autogpt run --demo needs no key and no network; its workspace file exists after."""
+    workspace = tmp_path / "ws"
+    result = autogpt("run", "--demo", "--workspace", str(workspace), env=cli_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "Session finished" in result.stdout
+    assert "Small hooks wait in line" in (workspace / "haiku.txt").read_text()
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_key_says_how_to_fix(tmp_path: Path) -> None:
+    """Without a key the run stops with how to set one, or --base-url, or --demo."""
+    result = autogpt("run", "say hi", env=cli_env(tmp_path))
+    assert result.returncode == 2
+    assert "OPENAI_API_KEY" in result.stderr
+    assert "--demo" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_kill_9_then_resume_keeps_every_completed_cycle(tmp_path: Path) -> None:
+    """A run killed with SIGKILL mid-session resumes from its last completed cycle;
+    no earlier cycle or workspace file is lost."""
+    # The third model answer is held back, so the kill lands while cycle 3 is in flight.
+    script = [_write(1), _write(2), _write(3, delay=60), _write(3), _finish()]
+    env = cli_env(tmp_path)
+    db = tmp_path / "data" / "sessions.sqlite3"
+    workspace = tmp_path / "ws"
+    with fake_openai_in_thread(script) as server:
+        common = ["--base-url", server.base_url, "--max-cycles", "10"]
+        proc = _start(["run", GOAL, "--workspace", str(workspace), *common], env)
+        before = _wait_for_cycles(db, 2, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        session_id = before[0][0]
+        assert [n for _, n, _ in before] == [1, 2]
+        resumed = autogpt("run", "--resume", session_id, *common, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    after = _completed_cycles(db)
+    assert after[:2] == before
+    assert [n for _, n, _ in after] == [1, 2, 3, 4]
+    assert sorted(p.name for p in workspace.iterdir()) == ["f1.txt", "f2.txt", "f3.txt"]
+    # The resumed conversation contained the first two cycles' tool answers.
+    last = server.requests[-1]["messages"]
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == ["w1", "w2", "w3"]
+
+
+def test_ctrl_c_saves_the_session_and_exits_130(tmp_path: Path) -> None:
+    """SIGINT stops at a safe point: exit code 130, no traceback, the session saved."""
+    script = [_write(1), _write(2, delay=60)]
+    env = cli_env(tmp_path)
+    db = tmp_path / "data" / "sessions.sqlite3"
+    with fake_openai_in_thread(script) as server:
+        proc = _start(["run", GOAL, "--base-url", server.base_url], env)
+        _wait_for_cycles(db, 1, proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "--resume" in err
+    with sqlite3.connect(db) as conn:
+        status, cycles = conn.execute(
+            "SELECT status, (SELECT count(*) FROM cycles) FROM sessions"
+        ).fetchone()
+    assert status == "interrupted"
+    assert cycles == 1
