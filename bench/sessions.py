@@ -1,0 +1,171 @@
+"""Many concurrent sessions through the real runtime, against a bare trio skeleton.
+
+One command: ``python bench/sessions.py`` (``--sessions``, ``--cycles``, ``--big``).
+
+Both sides run N concurrent sessions of C cycles in which "the model" answers after 50 ms
+(``trio.sleep``): the skeleton does only the sleeps; the runtime does everything a real
+session does with the default plugins enabled -- prompt building, planning, permission
+checks, commands (a file write, a memory store and recall, listings, finish), SQLite
+memory, the console and JSON-lines output (sent to /dev/null and a temp dir), and every
+cycle and event committed to the session store. Printed: the wall-time ratio
+runtime/skeleton (goal <= 1.5), peak RSS (goal <= 200 MB), SQLite writes per second, and
+the time of a larger run (``--big`` sessions, default 10,000) that must end without error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from autogpt_core._config import Config, Limits
+from autogpt_core._loader import load
+from autogpt_core._runtime import Runtime
+from autogpt_core._session import RunOptions
+from hookspecs import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
+
+LATENCY = 0.05
+
+
+def _answer(cycle: int, last: int) -> tuple[str, dict[str, Any]]:
+    if cycle >= last:
+        return "finish", {"result": "done"}
+    if cycle == 1:
+        return "write_file", {"path": "notes.txt", "content": "benchmark notes\n"}
+    if cycle == 2:
+        return "remember", {"text": "the benchmark wrote notes.txt"}
+    if cycle == 3:
+        return "recall", {"query": "benchmark notes"}
+    return "list_files", {}
+
+
+@attrs.define
+class SleepyProvider:
+    """Answers after LATENCY seconds, with a tool call chosen by the cycle number."""
+
+    cycles: int
+    calls: int = 0
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        await trio.sleep(LATENCY)
+        self.calls += 1
+        name, args = _answer(self.calls, self.cycles)
+        call = ToolCall(f"c{self.calls}", name, json.dumps(args))
+        return LLMResponse(Message(Role.ASSISTANT, "", tool_calls=(call,)), Usage(100, 10))
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def skeleton(sessions: int, cycles: int) -> float:
+    async def one() -> None:
+        for _ in range(cycles):
+            await trio.sleep(LATENCY)
+
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(sessions):
+            nursery.start_soon(one)
+    return time.perf_counter() - started
+
+
+async def runtime(root: Path, sessions: int, cycles: int) -> tuple[float, dict[str, int]]:
+    config = Config(
+        path=root / "config.yaml",
+        data_dir=root / "data",
+        limits=Limits(max_cycles=cycles + 1),
+    )
+    plugins = load(config, environ={})
+    plugins.providers["sleepy"] = ("bench", lambda options: SleepyProvider(cycles))
+    outcomes: dict[str, int] = {}
+    started = time.perf_counter()
+    async with Runtime(config, plugins=plugins) as rt:
+
+        async def one(i: int) -> None:
+            outcome = await rt.run(
+                "benchmark goal",
+                RunOptions(llm="sleepy", workspace=root / "ws" / str(i), continuous=True),
+            )
+            outcomes[outcome.status] = outcomes.get(outcome.status, 0) + 1
+
+        async with trio.open_nursery() as nursery:
+            for i in range(sessions):
+                nursery.start_soon(one, i)
+    return time.perf_counter() - started, outcomes
+
+
+def count_writes(root: Path) -> int:
+    """Rows written: cycles + events + sessions in the store, memories in the memory DB."""
+    total = 0
+    with contextlib.closing(sqlite3.connect(root / "data" / "sessions.sqlite3")) as conn:
+        for table in ("sessions", "cycles", "events"):
+            total += conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    memory = root / "data" / "plugins" / "memory_sqlite" / "memory.sqlite3"
+    if memory.exists():
+        with contextlib.closing(sqlite3.connect(memory)) as conn:
+            total += conn.execute("SELECT count(*) FROM memory").fetchone()[0]
+    return total
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--cycles", type=int, default=10)
+    parser.add_argument("--big", type=int, default=10_000, help="0 to skip the big run")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Each running session keeps its JSON-lines log open.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    root = Path(tempfile.mkdtemp(prefix="autogpt-bench-"))
+    os.environ["AUTOGPT_DATA_DIR"] = str(root / "data")
+    try:
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+            base = trio.run(skeleton, args.sessions, args.cycles)
+            took, outcomes = trio.run(runtime, root / "a", args.sessions, args.cycles)
+            base_again = trio.run(skeleton, args.sessions, args.cycles)
+        rss = peak_rss_mb()
+        writes = count_writes(root / "a")
+        skeleton_time = min(base, base_again)
+        print(
+            f"{args.sessions} sessions x {args.cycles} cycles, "
+            f"model latency {LATENCY * 1000:.0f} ms"
+        )
+        print(f"  runtime / skeleton wall time: {took / skeleton_time:.2f}x   (goal <= 1.50)")
+        print(f"  peak RSS: {rss:.0f} MB   (goal <= 200)")
+        print(f"  SQLite rows written: {writes} = {writes / took:,.0f} per second")
+        print(f"  outcomes: {outcomes}")
+        print(f"  (absolute, for reference: runtime {took:.2f}s, skeleton {skeleton_time:.2f}s)")
+        if args.big:
+            with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+                big_base = trio.run(skeleton, args.big, args.cycles)
+                big, big_outcomes = trio.run(runtime, root / "b", args.big, args.cycles)
+            errors = args.big - big_outcomes.get("finished", 0)
+            print(
+                f"{args.big} sessions x {args.cycles} cycles: {big / big_base:.2f}x the skeleton, "
+                f"{errors} not finished, outcomes {big_outcomes}, peak RSS {peak_rss_mb():.0f} MB"
+            )
+            print(f"  (absolute, for reference: runtime {big:.1f}s, skeleton {big_base:.2f}s)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
