@@ -110,12 +110,23 @@ def use_color(setting: str, stream: object) -> bool:
     return _isatty(stream) and not os.environ.get("NO_COLOR")
 
 
+# (stream, answer) of the last isatty() asked: on_event runs for every event of every
+# session, and the answer for one stream object does not change.
+_tty_cache: tuple[object, bool] | None = None
+
+
 def _isatty(stream: object) -> bool:
+    global _tty_cache
+    cached = _tty_cache
+    if cached is not None and cached[0] is stream:
+        return cached[1]
     isatty = getattr(stream, "isatty", None)
     try:
-        return bool(isatty and isatty())
+        answer = bool(isatty and isatty())
     except ValueError:  # closed
         return False
+    _tty_cache = (stream, answer)
+    return answer
 
 
 def format_event(session: SessionView, event: Event, *, color: bool, max_chars: int) -> str:

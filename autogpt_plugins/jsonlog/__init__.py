@@ -20,7 +20,8 @@ from hookspecs import (
 )
 
 _settings = PluginSettings(plugin_id="jsonlog")
-# on_event runs in worker threads (blocking=True), for many sessions at once.
+# session_end and autogpt_shutdown run in worker threads while on_event runs on the event
+# loop: the lock keeps them from closing a file under a write.
 _lock = threading.Lock()
 _files: dict[str, IO[str]] = {}
 
@@ -31,7 +32,9 @@ def configure(settings: PluginSettings) -> None:
     _settings = settings
 
 
-@hookimpl(blocking=True)
+# Not blocking: one buffered line appended to a local file takes microseconds, while a
+# worker-thread round trip per event costs more than the write (bench/sessions.py).
+@hookimpl
 def on_event(session: SessionView, event: Event) -> None:
     """Append ``event`` to its session's log, flushed, so a crash loses nothing written."""
     record = {

@@ -1,0 +1,1185 @@
+"""The session store: sessions, their cycles and events, artifacts and memory, in one SQLite file.
+
+The file is opened in WAL mode with ``synchronous=NORMAL``: every committed transaction
+survives the process being killed (``kill -9``, a crash, Ctrl-C at any point), because the
+WAL is already in the operating system's cache when ``COMMIT`` returns. Only a power cut
+or kernel crash can lose the last few commits; it can never corrupt the file.
+
+Threads: ``Store`` is a synchronous class, because ``sqlite3`` blocks. Call it from worker
+threads (``trio.to_thread.run_sync``), or use ``AsyncStore``, which does that for you and
+batches concurrent writes. Each call borrows a connection from a small pool
+(``check_same_thread=False``) for its duration, so no connection is used by two threads at
+once and reads in different threads run concurrently. Write transactions are serialised by
+a lock, so writers in one process never spin in SQLite's busy handler; ``busy_timeout``
+covers writers in other processes.
+
+Schema (version ``SCHEMA_VERSION``, kept in ``PRAGMA user_version``)::
+
+    sessions   id, goal, status, created_at, updated_at, workspace, config, result, budget
+    cycles     (session_id, number) -> plan, command, result, usage, messages, completed_at
+    events     id (increasing), session_id, cycle, kind, data, ts
+    artifacts  id, session_id, relative_path, file_name, agent_created, cycle, created_at
+    memory     id, session_id, kind, text, metadata, created_at   (+ memory_fts, FTS5)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import math
+import re
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, Generic, TypeVar
+
+import attrs
+import trio
+
+from hookspecs import (
+    JSON,
+    Budget,
+    Event,
+    MemoryHit,
+    MemoryItem,
+    MemoryQuery,
+    Message,
+    Role,
+    ToolCall,
+)
+
+from ._errors import SessionNotFound, StorageError
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes; a file with a higher ``user_version`` is refused."""
+
+_T = TypeVar("_T")
+
+# Idle connections kept for reuse. More may be open while many threads read at once; the
+# surplus is closed when returned.
+_MAX_IDLE_CONNECTIONS = 8
+_BUSY_TIMEOUT_MS = 10_000
+# A recall query is an OR of its words; past this many, extra words add cost, not recall.
+_MAX_QUERY_TERMS = 32
+_WORD = re.compile(r"\w+")
+
+
+class SessionStatus(enum.StrEnum):
+    """Where a stored session stands."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    INTERRUPTED = "interrupted"
+
+
+@attrs.frozen
+class SessionRecord:
+    """A stored session. ``config`` holds non-secret options; ``budget`` what was spent."""
+
+    id: str
+    goal: str
+    status: SessionStatus
+    workspace: Path
+    created_at: float
+    updated_at: float
+    config: Mapping[str, JSON] = attrs.field(factory=dict)
+    result: str = ""
+    budget: Mapping[str, JSON] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class CycleRecord:
+    """One completed cycle of a session.
+
+    ``plan``, ``command``, ``result`` and ``usage`` are JSON values in whatever shape the
+    runtime chose; ``messages`` are the conversation messages this cycle added, so a resumed
+    session rebuilds its conversation by concatenating them. ``completed_at`` 0 means "now".
+    """
+
+    session_id: str
+    number: int
+    plan: JSON = None
+    command: JSON = None
+    result: JSON = None
+    usage: JSON = None
+    messages: tuple[Message, ...] = ()
+    completed_at: float = 0.0
+
+
+@attrs.frozen
+class CycleWrite:
+    """A write: a completed cycle, the events it produced and the budget spent after it.
+
+    All three are committed in one transaction, or none of them is.
+    """
+
+    cycle: CycleRecord
+    events: tuple[Event, ...] = ()
+    budget: Budget | Mapping[str, JSON] | None = None
+
+
+@attrs.frozen
+class StatusWrite:
+    """A write: set a session's status, and optionally its result and budget."""
+
+    session_id: str
+    status: SessionStatus | str
+    result: str | None = None
+    budget: Budget | Mapping[str, JSON] | None = None
+
+
+WriteOp = CycleWrite | StatusWrite | Event
+"""What ``Store.write_many`` and the ``AsyncStore`` writer accept. An ``Event`` is appended."""
+
+
+@attrs.frozen
+class StoredEvent:
+    """An event as stored: ``id`` increases with every event appended to the store."""
+
+    id: int
+    session_id: str
+    cycle: int
+    kind: str
+    data: Mapping[str, JSON]
+    timestamp: float
+
+
+@attrs.frozen
+class ArtifactRecord:
+    """A file in a session's workspace worth showing the user (Agent Protocol artifact).
+
+    ``relative_path`` is the file's path inside the workspace, ``file_name`` its last part.
+    """
+
+    id: str
+    session_id: str
+    relative_path: str
+    file_name: str
+    agent_created: bool
+    cycle: int | None
+    created_at: float
+
+
+@attrs.frozen
+class Page(Generic[_T]):
+    """One page of a listing: ``items`` from ``offset``, at most ``limit``, of ``total``."""
+
+    items: tuple[_T, ...]
+    total: int
+    offset: int
+    limit: int
+
+
+# --- schema ----------------------------------------------------------------------------
+
+_STATUSES = ", ".join(f"'{status.value}'" for status in SessionStatus)
+
+_SCHEMA = (
+    f"""
+    CREATE TABLE IF NOT EXISTS sessions (
+        id          TEXT PRIMARY KEY,
+        goal        TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ({_STATUSES})),
+        created_at  REAL NOT NULL,
+        updated_at  REAL NOT NULL,
+        workspace   TEXT NOT NULL,
+        config      TEXT NOT NULL DEFAULT '{{}}',
+        result      TEXT NOT NULL DEFAULT '',
+        budget      TEXT NOT NULL DEFAULT '{{}}'
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at DESC)",
+    # Not WITHOUT ROWID: cycle rows hold kilobytes of JSON, and WITHOUT ROWID tables with
+    # large rows were three times slower to insert into.
+    """
+    CREATE TABLE IF NOT EXISTS cycles (
+        session_id    TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        number        INTEGER NOT NULL CHECK (number >= 1),
+        plan          TEXT NOT NULL DEFAULT 'null',
+        command       TEXT NOT NULL DEFAULT 'null',
+        result        TEXT NOT NULL DEFAULT 'null',
+        usage         TEXT NOT NULL DEFAULT 'null',
+        messages      TEXT NOT NULL DEFAULT '[]',
+        completed_at  REAL NOT NULL,
+        PRIMARY KEY (session_id, number)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS events (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        cycle       INTEGER NOT NULL,
+        kind        TEXT NOT NULL,
+        data        TEXT NOT NULL DEFAULT '{}',
+        ts          REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, id)",
+    """
+    CREATE TABLE IF NOT EXISTS artifacts (
+        id             TEXT PRIMARY KEY,
+        session_id     TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        relative_path  TEXT NOT NULL,
+        file_name      TEXT NOT NULL,
+        agent_created  INTEGER NOT NULL DEFAULT 1,
+        cycle          INTEGER,
+        created_at     REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (session_id, created_at)",
+    # Memory has no foreign key to sessions: the memory plugin keeps its own file, whose
+    # sessions table is empty. ``seq`` is an explicit INTEGER PRIMARY KEY because the FTS
+    # index refers to rows by rowid, and an implicit rowid may change on VACUUM.
+    """
+    CREATE TABLE IF NOT EXISTS memory (
+        seq         INTEGER PRIMARY KEY,
+        id          TEXT NOT NULL UNIQUE,
+        session_id  TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        text        TEXT NOT NULL,
+        metadata    TEXT NOT NULL DEFAULT '{}',
+        created_at  REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS memory_by_session ON memory (session_id, created_at)",
+    "CREATE INDEX IF NOT EXISTS memory_by_created ON memory (created_at)",
+    # Porter stemming so "learned" finds "learning"; diacritics folded so "cafe" finds "café".
+    """
+    CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (
+        text, content='memory', content_rowid='seq',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS memory_fts_insert AFTER INSERT ON memory BEGIN
+        INSERT INTO memory_fts (rowid, text) VALUES (new.seq, new.text);
+    END
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS memory_fts_delete AFTER DELETE ON memory BEGIN
+        INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+    END
+    """,
+    """
+    CREATE TRIGGER IF NOT EXISTS memory_fts_update AFTER UPDATE OF text ON memory BEGIN
+        INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+        INSERT INTO memory_fts (rowid, text) VALUES (new.seq, new.text);
+    END
+    """,
+)
+
+
+class _Connection(sqlite3.Connection):
+    """A pooled connection; ``broken`` marks one that must not be reused."""
+
+    broken = False
+
+
+# --- the store -------------------------------------------------------------------------
+
+
+class Store:
+    """The session store in the SQLite file ``path`` (created, with its directory, if missing).
+
+    Raises ``StorageError`` naming the file if it is not a readable SQLite database or was
+    written by a newer autogpt-core. Safe to share between threads (see the module
+    docstring); ``close()`` it when done, or use it as a context manager.
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        if str(path) in ("", ":memory:") or str(path).startswith("file:"):
+            raise ValueError(f"Store needs a file path, not {str(path)!r}")
+        self.path = Path(path).expanduser()
+        self._pool_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._idle: list[_Connection] = []
+        self._closed = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"Cannot create the directory of the session store {self.path}: "
+                f"{exc.strerror or exc}. Fix: choose a writable data directory."
+            ) from exc
+        self._initialise()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every idle connection; connections in use are closed when returned."""
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def create_session(
+        self,
+        goal: str,
+        workspace: Path | str,
+        *,
+        session_id: str | None = None,
+        config: Mapping[str, JSON] | None = None,
+        status: SessionStatus | str = SessionStatus.RUNNING,
+        created_at: float | None = None,
+    ) -> SessionRecord:
+        """Store a new session and return it. ``session_id`` defaults to a new UUID.
+
+        ``config`` must hold only non-secret options (llm, model, max_cycles, ...).
+        """
+        now = time.time() if created_at is None else created_at
+        record = SessionRecord(
+            id=session_id or str(uuid.uuid4()),
+            goal=goal,
+            status=_status(status),
+            workspace=Path(workspace),
+            created_at=now,
+            updated_at=now,
+            config=dict(config or {}),
+        )
+        params = (
+            record.id,
+            record.goal,
+            record.status.value,
+            now,
+            now,
+            str(record.workspace),
+            _dumps(record.config),
+        )
+        try:
+            with self._write() as conn:
+                conn.execute(
+                    "INSERT INTO sessions (id, goal, status, created_at, updated_at, workspace,"
+                    " config) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    params,
+                )
+        except sqlite3.IntegrityError as exc:
+            raise StorageError(
+                f"A session with id {record.id!r} already exists in {self.path}. "
+                "Fix: resume it, or choose another id."
+            ) from exc
+        return record
+
+    def get_session(self, session_id: str) -> SessionRecord:
+        """The session ``session_id``; raises ``SessionNotFound`` if there is none."""
+        with self._read() as conn:
+            row = conn.execute(f"{_SESSION_SELECT} WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise self._not_found(session_id)
+        return _session(row)
+
+    def list_sessions(
+        self, *, offset: int = 0, limit: int = 50, status: SessionStatus | str | None = None
+    ) -> Page[SessionRecord]:
+        """Sessions, newest first, optionally only those with ``status``."""
+        offset, limit = max(offset, 0), max(limit, 0)
+        where, params = (
+            ("", ()) if status is None else (" WHERE status = ?", (_status(status).value,))
+        )
+        with self._read() as conn:
+            total = conn.execute(f"SELECT count(*) FROM sessions{where}", params).fetchone()[0]
+            rows = conn.execute(
+                f"{_SESSION_SELECT}{where} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            ).fetchall()
+        return Page(tuple(_session(row) for row in rows), total, offset, limit)
+
+    def update_session_status(
+        self,
+        session_id: str,
+        status: SessionStatus | str,
+        *,
+        result: str | None = None,
+        budget: Budget | Mapping[str, JSON] | None = None,
+    ) -> None:
+        """Set the status (and the result and budget, if given) of ``session_id``."""
+        self.write_many([StatusWrite(session_id, status, result=result, budget=budget)])
+
+    # -- cycles and events --------------------------------------------------------------
+
+    def record_cycle(
+        self,
+        cycle: CycleRecord,
+        *,
+        events: Sequence[Event] = (),
+        budget: Budget | Mapping[str, JSON] | None = None,
+    ) -> None:
+        """Commit a completed cycle, its ``events`` and the ``budget`` in one transaction.
+
+        Raises ``SessionNotFound`` for an unknown session and ``StorageError`` if that cycle
+        number is already recorded; then nothing is written.
+        """
+        self.write_many([CycleWrite(cycle, tuple(events), budget)])
+
+    def append_event(self, event: Event) -> int:
+        """Store ``event`` and return its id (ids increase with every event appended)."""
+        event_id = self.write_many([event])[0]
+        assert event_id is not None
+        return event_id
+
+    def write_many(self, ops: Sequence[WriteOp]) -> list[int | None]:
+        """Commit several writes in one transaction: all of them, or none if one fails.
+
+        Returns, for each op, the new event id for an ``Event`` and ``None`` otherwise.
+        One transaction for many cycles is what makes many concurrent sessions cheap:
+        the cost of a commit is paid once per batch. A value that is not JSON raises
+        ``TypeError`` or ``ValueError`` before anything is written.
+        """
+        prepared = [_prepare(op) for op in ops]
+        with self._write() as conn:
+            return [self._apply(conn, op) for op in prepared]
+
+    def write_each(self, ops: Sequence[WriteOp]) -> list[int | None | StorageError]:
+        """Commit several writes in one transaction, each one atomic on its own.
+
+        A failing op is rolled back alone and its ``StorageError`` takes its place in the
+        returned list; the others are committed. ``AsyncStore`` uses this for its batches,
+        so one session's bad write never fails another session's.
+        """
+        outcomes: list[int | None | StorageError] = []
+        prepared: list[_Prepared | None] = []
+        for op in ops:
+            try:
+                prepared.append(_prepare(op))
+                outcomes.append(None)
+            except (TypeError, ValueError) as exc:
+                prepared.append(None)
+                outcomes.append(StorageError(f"Cannot store {type(op).__name__}: {exc}"))
+        with self._write() as conn:
+            for index, write in enumerate(prepared):
+                if write is None:
+                    continue
+                conn.execute("SAVEPOINT op")
+                try:
+                    outcomes[index] = self._apply(conn, write)
+                except StorageError as exc:
+                    conn.execute("ROLLBACK TO op")
+                    outcomes[index] = exc
+                conn.execute("RELEASE op")
+        return outcomes
+
+    def last_completed_cycle(self, session_id: str) -> int:
+        """The number of the last cycle recorded for ``session_id``, 0 if none."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT (SELECT max(number) FROM cycles WHERE session_id = ?),"
+                " EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                (session_id, session_id),
+            ).fetchone()
+        if not row[1]:
+            raise self._not_found(session_id)
+        return int(row[0] or 0)
+
+    def load_cycles(self, session_id: str, *, after: int = 0) -> list[CycleRecord]:
+        """The cycles of ``session_id`` numbered above ``after``, in order."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT session_id, number, plan, command, result, usage, messages, completed_at"
+                " FROM cycles WHERE session_id = ? AND number > ? ORDER BY number",
+                (session_id, after),
+            ).fetchall()
+            if not rows:
+                self._check_session(conn, session_id)
+        return [
+            CycleRecord(
+                session_id=row[0],
+                number=row[1],
+                plan=json.loads(row[2]),
+                command=json.loads(row[3]),
+                result=json.loads(row[4]),
+                usage=json.loads(row[5]),
+                messages=tuple(_message_from_json(m) for m in json.loads(row[6])),
+                completed_at=row[7],
+            )
+            for row in rows
+        ]
+
+    def list_events(
+        self, session_id: str, *, after_id: int = 0, limit: int = 1000
+    ) -> list[StoredEvent]:
+        """Events of ``session_id`` with an id above ``after_id``, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT id, session_id, cycle, kind, data, ts FROM events"
+                " WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?",
+                (session_id, after_id, max(limit, 0)),
+            ).fetchall()
+            if not rows:
+                self._check_session(conn, session_id)
+        return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+
+    # -- artifacts ----------------------------------------------------------------------
+
+    def add_artifact(
+        self,
+        session_id: str,
+        relative_path: str,
+        *,
+        agent_created: bool = True,
+        cycle: int | None = None,
+        artifact_id: str | None = None,
+    ) -> ArtifactRecord:
+        """Record that ``relative_path`` (inside the session's workspace) is an artifact."""
+        record = ArtifactRecord(
+            id=artifact_id or str(uuid.uuid4()),
+            session_id=session_id,
+            relative_path=relative_path,
+            file_name=PurePosixPath(relative_path).name,
+            agent_created=agent_created,
+            cycle=cycle,
+            created_at=time.time(),
+        )
+        try:
+            with self._write() as conn:
+                conn.execute(
+                    "INSERT INTO artifacts (id, session_id, relative_path, file_name,"
+                    " agent_created, cycle, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    attrs.astuple(record),
+                )
+        except sqlite3.IntegrityError as exc:
+            if "FOREIGN KEY" in str(exc):
+                raise self._not_found(session_id) from exc
+            raise StorageError(
+                f"An artifact with id {record.id!r} already exists in {self.path}. "
+                "Fix: leave artifact_id empty to get a new one."
+            ) from exc
+        return record
+
+    def list_artifacts(
+        self, session_id: str, *, offset: int = 0, limit: int = 100
+    ) -> Page[ArtifactRecord]:
+        """The artifacts of ``session_id``, oldest first."""
+        offset, limit = max(offset, 0), max(limit, 0)
+        with self._read() as conn:
+            self._check_session(conn, session_id)
+            total = conn.execute(
+                "SELECT count(*) FROM artifacts WHERE session_id = ?", (session_id,)
+            ).fetchone()[0]
+            rows = conn.execute(
+                "SELECT id, session_id, relative_path, file_name, agent_created, cycle,"
+                " created_at FROM artifacts WHERE session_id = ?"
+                " ORDER BY created_at, rowid LIMIT ? OFFSET ?",
+                (session_id, limit, offset),
+            ).fetchall()
+        items = tuple(ArtifactRecord(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows)
+        return Page(items, total, offset, limit)
+
+    # -- memory -------------------------------------------------------------------------
+
+    def memory_store(self, item: MemoryItem) -> str:
+        """Store ``item`` (replacing an item with the same id) and return its id.
+
+        An empty ``item.id`` gets a new one; ``created_at`` 0 means now.
+        """
+        item_id = item.id or uuid.uuid4().hex
+        params = (
+            item_id,
+            item.session_id,
+            item.kind,
+            item.text,
+            _dumps(dict(item.metadata)),
+            item.created_at or time.time(),
+        )
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO memory (id, session_id, kind, text, metadata, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                " session_id = excluded.session_id, kind = excluded.kind, text = excluded.text,"
+                " metadata = excluded.metadata, created_at = excluded.created_at",
+                params,
+            )
+        return item_id
+
+    def memory_recall(
+        self, query: MemoryQuery, session_id: str, *, backend: str = "sqlite"
+    ) -> list[MemoryHit]:
+        """Up to ``query.limit`` items matching ``query.text``, best first.
+
+        Any text is accepted: it is split into words, and an item matches if it contains
+        any of them; items with more (and rarer) matching words rank higher (FTS5 ``bm25``).
+        Scores are in (0, 1), higher is better. Empty text (or no words) returns the most
+        recent items, with score 0. ``query.scope`` ``"session"`` searches ``session_id``'s
+        items only, ``"all"`` every session's.
+        """
+        limit = max(query.limit, 0)
+        scope_sql, scope_params = _scope(query.scope, session_id)
+        columns = "m.id, m.session_id, m.kind, m.text, m.metadata, m.created_at"
+        match = _match_expression(query.text)
+        with self._read() as conn:
+            if match is None:
+                rows = conn.execute(
+                    f"SELECT {columns}, 0.0 FROM memory AS m WHERE 1{scope_sql}"
+                    " ORDER BY m.created_at DESC, m.seq DESC LIMIT ?",
+                    (*scope_params, limit),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    f"SELECT {columns}, bm25(memory_fts) AS rank"
+                    " FROM memory_fts JOIN memory AS m ON m.seq = memory_fts.rowid"
+                    f" WHERE memory_fts MATCH ?{scope_sql} ORDER BY rank LIMIT ?",
+                    (match, *scope_params, limit),
+                ).fetchall()
+        return [
+            MemoryHit(
+                item=MemoryItem(
+                    text=row[3],
+                    session_id=row[1],
+                    kind=row[2],
+                    id=row[0],
+                    metadata=json.loads(row[4]),
+                    created_at=row[5],
+                ),
+                score=_score(row[6]),
+                backend=backend,
+            )
+            for row in rows
+        ]
+
+    def memory_forget(self, query: MemoryQuery, session_id: str) -> int:
+        """Forget items and return how many.
+
+        Empty ``query.text`` forgets every item in scope (``"session"``: ``session_id``'s,
+        ``"all"``: every item); otherwise the items in scope matching any of its words.
+        Text without any word forgets nothing.
+        """
+        scope_sql, scope_params = _scope(query.scope, session_id)
+        if not query.text.strip():
+            sql, params = f"DELETE FROM memory AS m WHERE 1{scope_sql}", scope_params
+        else:
+            match = _match_expression(query.text)
+            if match is None:
+                return 0
+            sql = (
+                "DELETE FROM memory AS m WHERE m.seq IN"
+                f" (SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?){scope_sql}"
+            )
+            params = (match, *scope_params)
+        with self._write() as conn:
+            return conn.execute(sql, params).rowcount
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _initialise(self) -> None:
+        with self._errors("open"), self._connection() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            self._check_version(version)
+            if version == SCHEMA_VERSION:
+                return
+            # journal_mode cannot change inside a transaction; it is a property of the file.
+            conn.execute("PRAGMA journal_mode = WAL")
+            with self._transaction(conn):
+                # Another process may have created the schema since we looked.
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                self._check_version(version)
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _check_version(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
+            raise StorageError(
+                f"The session store {self.path} was written by a newer autogpt-core (schema "
+                f"version {version}; this one reads up to {SCHEMA_VERSION}). Fix: upgrade "
+                "autogpt-core, or use another data directory."
+            )
+
+    def _connect(self) -> _Connection:
+        with self._errors("open"):
+            conn = sqlite3.connect(
+                self.path,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # pooled: used by one thread at a time
+                factory=_Connection,
+            )
+            try:
+                # Reading the header here makes a non-database file fail now, not later.
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[_Connection]:
+        with self._pool_lock:
+            if self._closed:
+                raise StorageError(f"The session store {self.path} is closed.")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        try:
+            yield conn
+        finally:
+            with self._pool_lock:
+                keep = not (self._closed or conn.broken or conn.in_transaction)
+                keep = keep and len(self._idle) < _MAX_IDLE_CONNECTIONS
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[_Connection]:
+        with self._errors("read"), self._connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[_Connection]:
+        with self._errors("write to"), self._write_lock, self._connection() as conn:
+            with self._transaction(conn):
+                yield conn
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: _Connection) -> Iterator[None]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    conn.broken = True
+            raise
+        conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _errors(self, action: str) -> Iterator[None]:
+        """Turn ``sqlite3`` errors, other than constraint violations, into ``StorageError``."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            text = str(exc)
+            if "not a database" in text or "malformed" in text or "corrupt" in text:
+                fix = (
+                    "move the file aside (e.g. rename it to *.bak) and a new, empty store "
+                    "is created next time"
+                )
+                problem = "is not a readable SQLite database"
+            else:
+                fix = "check the disk has space and the file and its directory are writable"
+                problem = "cannot be used"
+            raise StorageError(
+                f"Cannot {action} the session store {self.path}: it {problem} ({text}). Fix: {fix}."
+            ) from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"Cannot {action} the session store {self.path}: {exc}") from exc
+
+    def _apply(self, conn: _Connection, op: _Prepared) -> int | None:
+        try:
+            cursor = conn.execute(op.sql, op.params)
+            if op.check_found and cursor.rowcount == 0:
+                raise self._not_found(op.session_id)
+            for sql, params in op.then:
+                conn.execute(sql, params)
+            return cursor.lastrowid if op.returns_id else None
+        except sqlite3.IntegrityError as exc:
+            if "FOREIGN KEY" in str(exc):
+                raise self._not_found(op.session_id) from exc
+            raise StorageError(
+                f"Cannot write to the session store {self.path}: {op.what} ({exc})."
+            ) from exc
+
+    def _check_session(self, conn: _Connection, session_id: str) -> None:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise self._not_found(session_id)
+
+    def _not_found(self, session_id: str) -> SessionNotFound:
+        return SessionNotFound(
+            f"No session {session_id!r} in {self.path}. "
+            "Fix: run `autogpt sessions` to list the stored sessions and their ids."
+        )
+
+
+# --- writes, prepared outside the transaction ------------------------------------------
+
+
+@attrs.frozen
+class _Prepared:
+    """A write as SQL, with its JSON already encoded so the transaction stays short."""
+
+    session_id: str
+    sql: str
+    params: tuple[Any, ...]
+    what: str
+    then: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    check_found: bool = False
+    returns_id: bool = False
+
+
+def _prepare(op: WriteOp) -> _Prepared:
+    now = time.time()
+    if isinstance(op, CycleWrite):
+        cycle = op.cycle
+        for event in op.events:
+            if event.session_id != cycle.session_id:
+                raise ValueError(
+                    f"an event of session {event.session_id!r} cannot be recorded with cycle "
+                    f"{cycle.number} of session {cycle.session_id!r}"
+                )
+        then = [_event_insert(event, now) for event in op.events]
+        if op.budget is not None:
+            then.append(
+                (
+                    "UPDATE sessions SET budget = ?, updated_at = ? WHERE id = ?",
+                    (_dumps(_budget_json(op.budget)), now, cycle.session_id),
+                )
+            )
+        else:
+            then.append(
+                ("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, cycle.session_id))
+            )
+        return _Prepared(
+            session_id=cycle.session_id,
+            sql="INSERT INTO cycles (session_id, number, plan, command, result, usage, messages,"
+            " completed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            params=(
+                cycle.session_id,
+                cycle.number,
+                _dumps(cycle.plan),
+                _dumps(cycle.command),
+                _dumps(cycle.result),
+                _dumps(cycle.usage),
+                _dumps([_message_to_json(m) for m in cycle.messages]),
+                cycle.completed_at or now,
+            ),
+            what=f"cycle {cycle.number} of session {cycle.session_id!r} is already recorded",
+            then=tuple(then),
+        )
+    if isinstance(op, StatusWrite):
+        sets = ["status = ?", "updated_at = ?"]
+        values: list[Any] = [_status(op.status).value, now]
+        if op.result is not None:
+            sets.append("result = ?")
+            values.append(op.result)
+        if op.budget is not None:
+            sets.append("budget = ?")
+            values.append(_dumps(_budget_json(op.budget)))
+        return _Prepared(
+            session_id=op.session_id,
+            sql=f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?",
+            params=(*values, op.session_id),
+            what=f"cannot update session {op.session_id!r}",
+            check_found=True,
+        )
+    if isinstance(op, Event):
+        sql, params = _event_insert(op, now)
+        return _Prepared(
+            session_id=op.session_id,
+            sql=sql,
+            params=params,
+            what=f"cannot append an event to session {op.session_id!r}",
+            returns_id=True,
+        )
+    raise TypeError(f"not a store write: {op!r}")
+
+
+def _event_insert(event: Event, now: float) -> tuple[str, tuple[Any, ...]]:
+    return (
+        "INSERT INTO events (session_id, cycle, kind, data, ts) VALUES (?, ?, ?, ?, ?)",
+        (
+            event.session_id,
+            event.cycle,
+            str(event.kind),
+            _dumps(dict(event.data)),
+            event.timestamp or now,
+        ),
+    )
+
+
+# --- conversions -----------------------------------------------------------------------
+
+_SESSION_SELECT = (
+    "SELECT id, goal, status, workspace, created_at, updated_at, config, result, budget"
+    " FROM sessions"
+)
+
+
+def _session(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
+    return SessionRecord(
+        id=row[0],
+        goal=row[1],
+        status=SessionStatus(row[2]),
+        workspace=Path(row[3]),
+        created_at=row[4],
+        updated_at=row[5],
+        config=json.loads(row[6]),
+        result=row[7],
+        budget=json.loads(row[8]),
+    )
+
+
+def _status(status: SessionStatus | str) -> SessionStatus:
+    try:
+        return SessionStatus(status)
+    except ValueError:
+        known = ", ".join(s.value for s in SessionStatus)
+        raise ValueError(f"unknown session status {status!r}; use one of: {known}") from None
+
+
+def _dumps(value: JSON) -> str:
+    # allow_nan=False: NaN is not JSON, and the server would send it to clients as is.
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _budget_json(budget: Budget | Mapping[str, JSON]) -> dict[str, JSON]:
+    if isinstance(budget, Budget):
+        return attrs.asdict(budget)
+    return dict(budget)
+
+
+def _message_to_json(message: Message) -> dict[str, JSON]:
+    return {
+        "role": message.role.value,
+        "content": message.content,
+        "tool_calls": [
+            {"id": call.id, "name": call.name, "arguments": call.arguments}
+            for call in message.tool_calls
+        ],
+        "tool_call_id": message.tool_call_id,
+    }
+
+
+def _message_from_json(data: Mapping[str, Any]) -> Message:
+    return Message(
+        role=Role(data["role"]),
+        content=data.get("content", ""),
+        tool_calls=tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+            for c in data.get("tool_calls", ())
+        ),
+        tool_call_id=data.get("tool_call_id"),
+    )
+
+
+def _match_expression(text: str) -> str | None:
+    """An FTS5 query matching any word of ``text``, or ``None`` if it has no words.
+
+    Each word is quoted, so nothing the user typed (quotes, AND, NEAR, ``*``, ``-``,
+    column filters) is read as FTS5 syntax.
+    """
+    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+    if not words:
+        return None
+    return " OR ".join(f'"{word}"' for word in words[:_MAX_QUERY_TERMS])
+
+
+def _scope(scope: str, session_id: str) -> tuple[str, tuple[str, ...]]:
+    if scope == "session":
+        return " AND m.session_id = ?", (session_id,)
+    if scope == "all":
+        return "", ()
+    raise ValueError(f"unknown memory scope {scope!r}; use 'session' or 'all'")
+
+
+def _score(rank: float) -> float:
+    """Map FTS5's ``bm25`` (negative, lower is better) to (0, 1), higher is better."""
+    relevance = -rank if rank < 0 else 0.0
+    if math.isinf(relevance):
+        return 1.0
+    return relevance / (1.0 + relevance)
+
+
+# --- the async facade ------------------------------------------------------------------
+
+
+@attrs.define
+class _Batch:
+    ops: list[WriteOp] = attrs.field(factory=list)
+    outcomes: list[int | None | StorageError] = attrs.field(factory=list)
+    done: bool = False
+
+
+class AsyncStore:
+    """``Store`` for trio code: every call runs in a worker thread.
+
+    Writes of cycles, events and statuses are *group-committed*: while one batch is being
+    written, the writes that arrive queue up and are committed together in the next
+    transaction, each atomic on its own (``Store.write_each``). So a thousand sessions
+    writing at once cost a handful of commits, not a thousand. A write returns once it is
+    committed. If its caller is cancelled while waiting, the write may still be committed
+    with the next batch.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pending = _Batch()
+        self._write_lock = trio.Lock()
+        self._limiter = trio.CapacityLimiter(1)
+
+    @classmethod
+    async def open(cls, path: Path | str) -> AsyncStore:
+        """Open (or create) the store at ``path`` in a worker thread."""
+        return cls(await trio.to_thread.run_sync(Store, path))
+
+    async def aclose(self) -> None:
+        """Commit any writes still queued, then close the store."""
+        await self._flush()
+        await trio.to_thread.run_sync(self.store.close)
+
+    # -- batched writes -----------------------------------------------------------------
+
+    async def record_cycle(
+        self,
+        cycle: CycleRecord,
+        *,
+        events: Sequence[Event] = (),
+        budget: Budget | Mapping[str, JSON] | None = None,
+    ) -> None:
+        """``Store.record_cycle``, group-committed."""
+        await self._submit(CycleWrite(cycle, tuple(events), budget))
+
+    async def append_event(self, event: Event) -> int:
+        """``Store.append_event``, group-committed."""
+        event_id = await self._submit(event)
+        assert event_id is not None
+        return event_id
+
+    async def update_session_status(
+        self,
+        session_id: str,
+        status: SessionStatus | str,
+        *,
+        result: str | None = None,
+        budget: Budget | Mapping[str, JSON] | None = None,
+    ) -> None:
+        """``Store.update_session_status``, group-committed."""
+        await self._submit(StatusWrite(session_id, status, result=result, budget=budget))
+
+    async def _submit(self, op: WriteOp) -> int | None:
+        batch = self._pending
+        index = len(batch.ops)
+        batch.ops.append(op)
+        # trio.Lock is fair: whoever holds it writes the batch that was pending when it got
+        # it; the callers behind it find their batch done, or write the next one.
+        async with self._write_lock:
+            if not batch.done:
+                await self._write_batch(batch)
+        outcome = batch.outcomes[index]
+        if isinstance(outcome, StorageError):
+            raise outcome
+        return outcome
+
+    async def _write_batch(self, batch: _Batch) -> None:
+        if self._pending is batch:
+            self._pending = _Batch()
+        try:
+            # Not cancellable (abandon_on_cancel=False): a batch holds other callers' writes.
+            batch.outcomes = await trio.to_thread.run_sync(
+                self.store.write_each, batch.ops, limiter=self._limiter
+            )
+        except StorageError as exc:
+            # The whole transaction failed (disk full, file gone): every caller learns why.
+            batch.outcomes = [exc] * len(batch.ops)
+        finally:
+            batch.done = True
+
+    async def _flush(self) -> None:
+        async with self._write_lock:
+            batch = self._pending
+            if batch.ops and not batch.done:
+                await self._write_batch(batch)
+
+    # -- everything else, one call per thread -------------------------------------------
+
+    async def create_session(
+        self,
+        goal: str,
+        workspace: Path | str,
+        *,
+        session_id: str | None = None,
+        config: Mapping[str, JSON] | None = None,
+    ) -> SessionRecord:
+        """``Store.create_session`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.create_session(goal, workspace, session_id=session_id, config=config)
+        )
+
+    async def get_session(self, session_id: str) -> SessionRecord:
+        """``Store.get_session`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.get_session, session_id)
+
+    async def list_sessions(
+        self, *, offset: int = 0, limit: int = 50, status: SessionStatus | str | None = None
+    ) -> Page[SessionRecord]:
+        """``Store.list_sessions`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.list_sessions(offset=offset, limit=limit, status=status)
+        )
+
+    async def last_completed_cycle(self, session_id: str) -> int:
+        """``Store.last_completed_cycle`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.last_completed_cycle, session_id)
+
+    async def load_cycles(self, session_id: str, *, after: int = 0) -> list[CycleRecord]:
+        """``Store.load_cycles`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.load_cycles(session_id, after=after)
+        )
+
+    async def list_events(
+        self, session_id: str, *, after_id: int = 0, limit: int = 1000
+    ) -> list[StoredEvent]:
+        """``Store.list_events`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.list_events(session_id, after_id=after_id, limit=limit)
+        )
+
+    async def add_artifact(
+        self,
+        session_id: str,
+        relative_path: str,
+        *,
+        agent_created: bool = True,
+        cycle: int | None = None,
+    ) -> ArtifactRecord:
+        """``Store.add_artifact`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.add_artifact(
+                session_id, relative_path, agent_created=agent_created, cycle=cycle
+            )
+        )
+
+    async def list_artifacts(
+        self, session_id: str, *, offset: int = 0, limit: int = 100
+    ) -> Page[ArtifactRecord]:
+        """``Store.list_artifacts`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.list_artifacts(session_id, offset=offset, limit=limit)
+        )
+
+    async def memory_store(self, item: MemoryItem) -> str:
+        """``Store.memory_store`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.memory_store, item)
+
+    async def memory_recall(self, query: MemoryQuery, session_id: str) -> list[MemoryHit]:
+        """``Store.memory_recall`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.memory_recall, query, session_id)
+
+    async def memory_forget(self, query: MemoryQuery, session_id: str) -> int:
+        """``Store.memory_forget`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.memory_forget, query, session_id)

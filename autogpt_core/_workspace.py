@@ -1,0 +1,419 @@
+"""The workspace sandbox: a session's file commands can touch its workspace directory only.
+
+``Workspace.resolve`` confines a path given by the model (or a user) to the root: it
+resolves ``..`` and every symbolic link, dangling ones included, and refuses the path if
+the result is not inside the root, as well as empty, overlong or NUL-containing paths.
+Each refusal is a ``WorkspaceError`` naming the path, the problem and the fix.
+
+Resolving first and opening later leaves a window in which a directory on the path could
+be swapped for a symbolic link. Where the platform allows (Linux, macOS, the BSDs), the
+file operations close it: they walk from the root one directory at a time with
+``O_NOFOLLOW`` relative to the previous directory's descriptor, so a link that appears on
+the way makes the operation fail instead of following it out of the root.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from ._errors import WorkspaceError
+
+DEFAULT_READ_LIMIT = 1024 * 1024
+"""``read_text`` refuses files larger than this many bytes, unless told otherwise."""
+
+# Conservative limits common to Linux and macOS: a longer name fails anyway, and
+# refusing it here gives a clearer message than ENAMETOOLONG from deep inside a walk.
+_NAME_MAX = 255
+_PATH_MAX = 4096
+# Paths longer than this are shortened in messages; the model sees the error text.
+_SHOWN_MAX = 200
+
+_FIX = "use a path relative to the workspace, e.g. 'notes/todo.txt'"
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # so opening a FIFO cannot hang
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+
+# Whether we can walk directories by descriptor (POSIX); otherwise operations use paths.
+_BY_FD = (
+    bool(_O_NOFOLLOW and _O_DIRECTORY)
+    # os.replace is missing from supports_dir_fd, but shares os.rename's implementation.
+    and {os.open, os.mkdir, os.stat, os.unlink, os.rmdir, os.rename} <= os.supports_dir_fd
+    and os.scandir in os.supports_fd
+)
+
+
+def show_path(path: object) -> str:
+    """How a path appears in messages: quoted, and shortened when very long."""
+    if isinstance(path, str) and len(path) > _SHOWN_MAX:
+        head = repr(path[:60])
+        return f"{head[:-1]}...{head[-1]} ({len(path)} characters)"
+    return repr(path)
+
+
+class Workspace:
+    """The directory ``root`` as a sandbox (created if missing).
+
+    Every method takes paths relative to the root (absolute paths inside it are accepted
+    too) and raises ``WorkspaceError`` for a path it refuses or an operation that fails.
+    Symbolic links inside the root are followed as long as they stay inside it; the
+    operations act on what a link points to.
+    """
+
+    def __init__(self, root: Path | str, *, create: bool = True) -> None:
+        try:
+            if create:
+                Path(root).mkdir(parents=True, exist_ok=True)
+            real = Path(os.path.realpath(root))
+            if not real.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+        except OSError as exc:
+            raise WorkspaceError(
+                f"The workspace {str(root)!r} cannot be used: {exc.strerror or exc}. "
+                "Fix: give a directory that exists or can be created."
+            ) from exc
+        self.root = real
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    # -- confinement --------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """The real, absolute path ``path`` names inside the workspace.
+
+        Raises ``WorkspaceError`` if it is empty, too long, contains a NUL character, or
+        leads outside the root (an absolute path elsewhere, ``..``, a symbolic link).
+        """
+        if not isinstance(path, str):
+            raise WorkspaceError(f"{show_path(path)} is not a path (a string); {_FIX}.")
+        if not path.strip():
+            raise WorkspaceError(f"The path {show_path(path)} is empty; {_FIX}.")
+        if "\0" in path:
+            raise _refuse(path, "contains a NUL character")
+        try:
+            encoded = os.fsencode(path)
+        except UnicodeError:
+            raise _refuse(path, "cannot be encoded as a file name on this system") from None
+        if len(encoded) > _PATH_MAX:
+            raise _refuse(path, f"is too long ({len(encoded)} bytes; at most {_PATH_MAX})")
+        longest = max(len(part) for part in encoded.split(b"/"))
+        if longest > _NAME_MAX:
+            raise _refuse(path, f"has a name of {longest} bytes (at most {_NAME_MAX} per name)")
+
+        candidate = os.path.join(self.root, path)  # an absolute path replaces the root
+        real = Path(os.path.realpath(candidate))
+        if real == self.root or real.is_relative_to(self.root):
+            return real
+        if not _inside(Path(os.path.normpath(candidate)), self.root):
+            if os.path.isabs(path):
+                raise _refuse(path, "is an absolute path outside the workspace")
+            raise _refuse(path, "leads outside the workspace through '..'")
+        raise _refuse(path, "goes through a symbolic link that points outside the workspace")
+
+    def relative(self, path: str) -> str:
+        """``path`` as the workspace-relative, '/'-separated name it resolves to."""
+        parts = self._parts(self.resolve(path))
+        return "/".join(parts) if parts else "."
+
+    # -- operations ---------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` names something inside the workspace."""
+        return os.path.lexists(self.resolve(path))
+
+    def read_text(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> str:
+        """The UTF-8 text of the file ``path``; refuses files over ``max_bytes``."""
+        parts = self._file_parts(path, "read")
+        with _os_errors(path, "read"):
+            with self._parent(parts, create=False) as (dir_fd, name):
+                fd = os.open(
+                    name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=dir_fd
+                )
+            try:
+                size = _regular_size(fd, path, "read")
+                if size > max_bytes:
+                    raise _too_large(path, size, max_bytes)
+                data = _read_at_most(fd, max_bytes + 1)
+            finally:
+                os.close(fd)
+        if len(data) > max_bytes:  # it grew while we read
+            raise _too_large(path, len(data), max_bytes)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WorkspaceError(
+                f"Cannot read {show_path(path)}: it is not UTF-8 text (byte {exc.start} is "
+                f"invalid; a binary file?). Fix: read text files only."
+            ) from None
+
+    def write_text(self, path: str, content: str) -> int:
+        """Replace (or create) the file ``path`` with ``content``; return its length.
+
+        Missing parent directories are created. The write is atomic: a reader sees the old
+        content or the new one, never a mix, even if the process dies half-way.
+        """
+        parts = self._file_parts(path, "write")
+        data = _encode(path, content)
+        with _os_errors(path, "write"), self._parent(parts, create=True) as (dir_fd, name):
+            temp = f".{uuid.uuid4().hex}.autogpt-tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+            fd = os.open(temp, flags, 0o666, dir_fd=dir_fd)
+            try:
+                try:
+                    old = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                    if stat.S_ISREG(old.st_mode):
+                        os.chmod(fd, stat.S_IMODE(old.st_mode))  # keep the file's mode
+                except FileNotFoundError:
+                    pass
+                _write_all(fd, data)
+                os.fsync(fd)  # the rename must not be durable before the data
+            finally:
+                os.close(fd)
+            try:
+                os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dir_fd)
+                raise
+        return len(content)
+
+    def append_text(self, path: str, content: str) -> int:
+        """Append ``content`` to the file ``path`` (created if missing); return its length."""
+        parts = self._file_parts(path, "append to")
+        data = _encode(path, content)
+        with _os_errors(path, "append to"):
+            with self._parent(parts, create=True) as (dir_fd, name):
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+                fd = os.open(name, flags | _O_NONBLOCK, 0o666, dir_fd=dir_fd)
+            try:
+                _regular_size(fd, path, "append to")
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+        return len(content)
+
+    def list_dir(
+        self, path: str = ".", *, recursive: bool = False, limit: int | None = None
+    ) -> list[str]:
+        """The names in directory ``path``, sorted; directories end with ``/``.
+
+        With ``recursive``, names in subdirectories too, as ``sub/name``: the shallowest
+        first until ``limit`` names are found, then sorted. Links are not followed.
+        """
+        real = self.resolve(path)
+        if real.is_file():
+            raise WorkspaceError(
+                f"Cannot list {show_path(path)}: it is a file, not a directory. Fix: read it "
+                "with read_file, or list the directory it is in."
+            )
+        base = self._parts(real)
+        names: list[str] = []
+        pending: collections.deque[tuple[str, ...]] = collections.deque([()])
+        with _os_errors(path, "list"):
+            while pending and (limit is None or len(names) < limit):
+                sub = pending.popleft()
+                prefix = "".join(f"{part}/" for part in sub)
+                with self._directory((*base, *sub)) as target, os.scandir(target) as entries:
+                    found = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in entries)
+                for name, is_dir in found:
+                    if limit is not None and len(names) >= limit:
+                        break
+                    names.append(f"{prefix}{name}/" if is_dir else f"{prefix}{name}")
+                    if is_dir and recursive:
+                        pending.append((*sub, name))
+        return sorted(names)
+
+    def delete(self, path: str) -> None:
+        """Delete the file ``path``, or the directory ``path`` if it is empty."""
+        parts = self._parts(self.resolve(path))
+        if not parts:
+            raise _refuse(path, "is the workspace itself, which cannot be deleted")
+        with _os_errors(path, "delete"), self._parent(parts, create=False) as (dir_fd, name):
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode):
+                os.unlink(name, dir_fd=dir_fd)
+                return
+            try:
+                os.rmdir(name, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise WorkspaceError(
+                        f"Cannot delete {show_path(path)}: it is a directory that is not "
+                        "empty. Fix: delete the files in it first (list_files shows them)."
+                    ) from None
+                raise
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _parts(self, real: Path) -> tuple[str, ...]:
+        return real.relative_to(self.root).parts
+
+    def _file_parts(self, path: str, verb: str) -> tuple[str, ...]:
+        parts = self._parts(self.resolve(path))
+        if not parts:
+            raise WorkspaceError(
+                f"Cannot {verb} {show_path(path)}: it is the workspace directory itself, not "
+                f"a file. Fix: name a file in it, e.g. 'notes/todo.txt'."
+            )
+        return parts
+
+    @contextlib.contextmanager
+    def _parent(self, parts: tuple[str, ...], *, create: bool) -> Iterator[tuple[int | None, str]]:
+        """Yield ``(dir_fd, name)`` naming ``parts`` for the ``dir_fd`` variants of ``os``.
+
+        By descriptor, ``dir_fd`` is the parent directory, reached without following any
+        link; otherwise ``dir_fd`` is ``None`` and ``name`` the full path.
+        """
+        if not _BY_FD:
+            full = self.root.joinpath(*parts)
+            if create:
+                full.parent.mkdir(parents=True, exist_ok=True)
+            yield None, str(full)
+            return
+        fd = self._walk(parts[:-1], create=create)
+        try:
+            yield fd, parts[-1]
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _directory(self, parts: tuple[str, ...]) -> Iterator[int | str]:
+        """Yield the directory ``parts`` as something ``os.scandir`` accepts."""
+        if not _BY_FD:
+            yield str(self.root.joinpath(*parts))
+            return
+        fd = self._walk(parts, create=False)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _walk(self, parts: tuple[str, ...], *, create: bool) -> int:
+        """Open directory ``parts`` from the root one level at a time, never following links."""
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except NotADirectoryError:
+                    # O_DIRECTORY|O_NOFOLLOW on a link: ENOTDIR on Linux; say what it is.
+                    if stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode):
+                        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+                    raise
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or path.is_relative_to(root)
+
+
+def _refuse(path: str, problem: str) -> WorkspaceError:
+    return WorkspaceError(f"The path {show_path(path)} {problem}; {_FIX}.")
+
+
+def _too_large(path: str, size: int, limit: int) -> WorkspaceError:
+    return WorkspaceError(
+        f"Cannot read {show_path(path)}: it is {_size(size)}, over the {_size(limit)} read "
+        "limit. Fix: read a smaller file, or split this one into parts."
+    )
+
+
+def _size(count: int) -> str:
+    if count >= 1024 * 1024 and count % (1024 * 1024) == 0:
+        return f"{count // (1024 * 1024)} MiB"
+    return f"{count} bytes"
+
+
+def _encode(path: str, content: str) -> bytes:
+    try:
+        return content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkspaceError(
+            f"Cannot write {show_path(path)}: the content is not valid text (character "
+            f"{exc.start} cannot be encoded as UTF-8). Fix: write text only."
+        ) from None
+
+
+def _regular_size(fd: int, path: str, verb: str) -> int:
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceError(
+            f"Cannot {verb} {show_path(path)}: it is not a regular file (a pipe, socket or "
+            "device). Fix: use regular files only."
+        )
+    return info.st_size
+
+
+def _read_at_most(fd: int, count: int) -> bytes:
+    chunks: list[bytes] = []
+    while count > 0:
+        chunk = os.read(fd, min(count, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+@contextlib.contextmanager
+def _os_errors(path: str, verb: str) -> Iterator[None]:
+    """Turn an ``OSError`` from a file operation into a ``WorkspaceError`` saying why."""
+    try:
+        yield
+    except OSError as exc:
+        problem, fix = _explain(exc)
+        raise WorkspaceError(f"Cannot {verb} {show_path(path)}: {problem}. Fix: {fix}.") from exc
+
+
+def _explain(exc: OSError) -> tuple[str, str]:
+    code = exc.errno
+    if code == errno.ENOENT:
+        return "it does not exist", "check the name; list_files shows what is there"
+    if code == errno.EISDIR:
+        return "it is a directory", "name a file; list_files shows what is in the directory"
+    if code == errno.ENOTDIR:
+        return "a part of the path is a file, not a directory", "check the path with list_files"
+    if code == errno.ELOOP:
+        return (
+            "it goes through a symbolic link that loops or changed while in use",
+            "use a path without that link",
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied", "use a file the agent may access"
+    if code == errno.ENAMETOOLONG:
+        return "the path is too long", "use shorter names"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full", "free some space, or write less"
+    return exc.strerror or str(exc), "check the path with list_files"

@@ -1,0 +1,192 @@
+"""Long-term memory in a SQLite file with full-text search, shared by every session.
+
+The memories live in their own file (the ``path`` setting; by default ``memory.sqlite3``
+in the data directory), in the memory tables of the session store's ``Store`` class. The
+file is opened on first use and closed at ``autogpt_shutdown``. Everything that touches
+it is marked blocking, so it runs in a worker thread.
+
+The plugin's state is one ``SQLiteMemory`` object; the module-level hook implementations
+and commands delegate to it, because the core registers this module as the plugin.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import attrs
+
+from autogpt_core._errors import StorageError
+from autogpt_core._storage import Store
+from hookspecs import (
+    CommandContext,
+    MemoryHit,
+    MemoryItem,
+    MemoryQuery,
+    PluginSettings,
+    PromptBuilder,
+    RegisterCommand,
+    RuntimeView,
+    SessionView,
+    blocking,
+    hookimpl,
+)
+
+PLUGIN_ID = "memory_sqlite"
+DEFAULT_FILE = "memory.sqlite3"
+
+#: Memories added to each prompt, and how much of each one.
+_PROMPT_MEMORIES = 3
+_SHOWN_CHARACTERS = 500
+
+
+class SQLiteMemory:
+    """The plugin's state: its settings and, once used, its ``Store``. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._settings = PluginSettings(plugin_id=PLUGIN_ID)
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    def configure(self, settings: PluginSettings) -> None:
+        """Take new settings; a store opened with the old ones is closed."""
+        with self._lock:
+            self._settings = settings
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    def path(self) -> Path:
+        """The database file: the ``path`` setting, relative to the data directory."""
+        data_dir = self._settings.data_dir
+        setting = self._settings.values.get("path") or ""
+        if not isinstance(setting, str):
+            raise StorageError(
+                f"The {PLUGIN_ID} setting 'path' must be a string, not {setting!r}. "
+                "Fix: set it to a file name, or leave it empty."
+            )
+        if setting:
+            path = Path(setting).expanduser()
+            return data_dir / path if data_dir is not None and not path.is_absolute() else path
+        if data_dir is None:
+            raise StorageError(
+                f"The {PLUGIN_ID} plugin has no data directory to keep its memories in. "
+                "Fix: set its 'path' setting to a SQLite file."
+            )
+        return data_dir / DEFAULT_FILE
+
+    def store(self) -> Store:
+        """The store, opened on first use."""
+        with self._lock:
+            if self._store is None:
+                self._store = Store(self.path())
+            return self._store
+
+    def close(self) -> None:
+        """Close the store, if open; it is opened again when next needed."""
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    # -- the memory hooks ---------------------------------------------------------------
+
+    def memory_store(self, session: SessionView, item: MemoryItem) -> str:
+        """Store ``item`` (as ``session``'s if it names no session); return its id."""
+        if not item.session_id:
+            item = attrs.evolve(item, session_id=session.id)
+        return self.store().memory_store(item)
+
+    def memory_recall(self, session: SessionView, query: MemoryQuery) -> list[MemoryHit]:
+        """The best matches for ``query``, in ``session`` or in all sessions."""
+        return self.store().memory_recall(query, session.id, backend=PLUGIN_ID)
+
+    def memory_forget(self, session: SessionView, query: MemoryQuery) -> int:
+        """Forget what matches ``query``; return how many items."""
+        return self.store().memory_forget(query, session.id)
+
+    # -- commands and prompt ------------------------------------------------------------
+
+    def remember(self, ctx: CommandContext, text: str) -> str:
+        """The ``remember`` command."""
+        item_id = self.memory_store(ctx.session, MemoryItem(text=text, session_id=ctx.session.id))
+        return f"Remembered (id {item_id})."
+
+    def recall(
+        self, ctx: CommandContext, query: str, limit: int = 5, scope: str = "session"
+    ) -> str:
+        """The ``recall`` command: the hits as a numbered list."""
+        query_value = MemoryQuery(text=query, limit=min(max(limit, 1), 20), scope=scope)
+        hits = self.memory_recall(ctx.session, query_value)
+        if not hits:
+            where = "in this session" if scope == "session" else "in any session"
+            return f"No memories match {query!r} {where}."
+        return "\n".join(f"{n}. {_shorten(hit.item.text)}" for n, hit in enumerate(hits, 1))
+
+    def build_prompt(self, session: SessionView, prompt: PromptBuilder) -> None:
+        """Add the memories of any session most relevant to ``session``'s goal."""
+        if not session.goal.strip():
+            return
+        query = MemoryQuery(text=session.goal, limit=_PROMPT_MEMORIES, scope="all")
+        for hit in self.memory_recall(session, query):
+            prompt.add_context(f"From memory: {_shorten(hit.item.text)}")
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) <= _SHOWN_CHARACTERS:
+        return text
+    return text[: _SHOWN_CHARACTERS - 3] + "..."
+
+
+# --- the plugin: module-level hooks and commands delegating to one SQLiteMemory ---------
+
+_memory = SQLiteMemory()
+
+
+@hookimpl
+def configure(settings: PluginSettings) -> None:
+    _memory.configure(settings)
+
+
+@hookimpl
+def register_commands(register: RegisterCommand) -> None:
+    register("remember", remember)
+    register("recall", recall)
+
+
+@blocking
+def remember(ctx: CommandContext, text: str) -> str:
+    """Save ``text`` to long-term memory."""
+    return _memory.remember(ctx, text)
+
+
+@blocking
+def recall(ctx: CommandContext, query: str, limit: int = 5, scope: str = "session") -> str:
+    """Search long-term memory."""
+    return _memory.recall(ctx, query, limit, scope)
+
+
+@hookimpl(blocking=True)
+def memory_store(session: SessionView, item: MemoryItem) -> str:
+    return _memory.memory_store(session, item)
+
+
+@hookimpl(blocking=True)
+def memory_recall(session: SessionView, query: MemoryQuery) -> list[MemoryHit]:
+    return _memory.memory_recall(session, query)
+
+
+@hookimpl(blocking=True)
+def memory_forget(session: SessionView, query: MemoryQuery) -> int:
+    return _memory.memory_forget(session, query)
+
+
+@hookimpl(blocking=True)
+def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
+    _memory.build_prompt(session, prompt)
+
+
+@hookimpl(blocking=True)
+def autogpt_shutdown(runtime: RuntimeView) -> None:
+    _memory.close()

@@ -1,0 +1,220 @@
+"""The ``memory_sqlite`` plugin: its hooks, its commands and the memories it adds to prompts."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pluggy
+import pytest
+import yaml
+
+import autogpt_plugins.memory_sqlite as memory_plugin
+import hookspecs
+from autogpt_core._errors import StorageError
+from autogpt_core._storage import Store
+from autogpt_plugins.memory_sqlite import SQLiteMemory
+from hookspecs import (
+    BLOCKING_ATTR,
+    CommandContext,
+    MemoryItem,
+    MemoryQuery,
+    PluginSettings,
+    PromptBuilder,
+    RuntimeView,
+    SessionView,
+)
+
+PLUGIN_DIR = Path(memory_plugin.__file__).parent
+SCHEMA = Path(hookspecs.__file__).parent / "manifest.schema.json"
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[SQLiteMemory]:
+    plugin = SQLiteMemory()
+    plugin.configure(PluginSettings(plugin_id="memory_sqlite", data_dir=tmp_path))
+    yield plugin
+    plugin.close()
+
+
+def _session(session_id: str, goal: str = "a goal", workspace: Path = Path("ws")) -> SessionView:
+    return SessionView(id=session_id, goal=goal, workspace=workspace)
+
+
+async def _no_user(question: str) -> str | None:
+    return None
+
+
+def _ctx(session: SessionView) -> CommandContext:
+    return CommandContext(
+        session=session,
+        plugin_id="memory_sqlite",
+        settings=PluginSettings(plugin_id="memory_sqlite"),
+        ask_user=_no_user,
+    )
+
+
+def test_hooks_store_recall_and_forget(memory: SQLiteMemory, tmp_path: Path) -> None:
+    """memory_store returns an id, memory_recall finds the item, memory_forget removes it."""
+    session = _session("s1")
+    item_id = memory.memory_store(
+        session, MemoryItem(text="The API key lives in .env", session_id="")
+    )
+    (hit,) = memory.memory_recall(session, MemoryQuery("where is the api key"))
+    assert hit.item.id == item_id
+    assert hit.item.session_id == "s1"  # an item without a session gets the caller's
+    assert hit.backend == "memory_sqlite"
+    assert memory.memory_forget(session, MemoryQuery("")) == 1
+    assert memory.memory_recall(session, MemoryQuery("api key")) == []
+    assert (tmp_path / "memory.sqlite3").is_file()
+
+
+def test_remember_and_recall_commands(memory: SQLiteMemory) -> None:
+    """remember confirms with the id; recall lists matches, or says none match."""
+    ctx = _ctx(_session("s1"))
+    answer = memory.remember(ctx, "Tests run with pytest -q")
+    assert answer.startswith("Remembered (id ")
+    memory.remember(ctx, "The docs are built with mkdocs")
+    assert memory.recall(ctx, "pytest") == "1. Tests run with pytest -q"
+    listing = memory.recall(ctx, "pytest mkdocs", limit=20)
+    assert listing.splitlines()[0].startswith("1. ")
+    assert len(listing.splitlines()) == 2
+    assert memory.recall(ctx, "kubernetes") == "No memories match 'kubernetes' in this session."
+    assert memory.recall(ctx, "kubernetes", scope="all").endswith("in any session.")
+
+
+def test_recall_across_sessions(memory: SQLiteMemory) -> None:
+    """What one session remembers, another recalls with scope 'all' but not 'session'."""
+    memory.remember(_ctx(_session("earlier")), "The staging server is called kestrel")
+    later = _ctx(_session("later"))
+    assert "No memories match" in memory.recall(later, "staging server")
+    assert memory.recall(later, "staging server", scope="all") == (
+        "1. The staging server is called kestrel"
+    )
+
+
+def test_build_prompt_adds_memories_relevant_to_the_goal(memory: SQLiteMemory) -> None:
+    """build_prompt adds up to three memories of any session that match the goal."""
+    earlier = _ctx(_session("earlier"))
+    memory.remember(earlier, "Deploying to staging needs the VPN to be up")
+    memory.remember(earlier, "Lunch on Fridays is pizza")
+    for n in range(4):
+        memory.remember(earlier, f"Deploy note {n}: run migrations before deploying")
+    prompt = PromptBuilder(goal="Deploy the app to staging")
+    memory.build_prompt(_session("now", goal="Deploy the app to staging"), prompt)
+    assert len(prompt.context) == 3
+    assert prompt.context[0] == "From memory: Deploying to staging needs the VPN to be up"
+    assert not any("pizza" in line for line in prompt.context)
+
+
+def test_build_prompt_without_memories_adds_nothing(memory: SQLiteMemory) -> None:
+    """With nothing relevant remembered, or no goal, the prompt is unchanged."""
+    prompt = PromptBuilder(goal="g")
+    memory.build_prompt(_session("s", goal="Write a haiku"), prompt)
+    memory.build_prompt(_session("s", goal="  "), prompt)
+    assert prompt.context == []
+
+
+def test_long_memories_are_shortened_for_the_model(memory: SQLiteMemory) -> None:
+    """Recall output shows at most 500 characters of a memory, whitespace collapsed."""
+    ctx = _ctx(_session("s"))
+    memory.remember(ctx, "needle\n\n" + "word " * 300)
+    (line,) = memory.recall(ctx, "needle").splitlines()
+    assert line.startswith("1. needle word word")
+    assert len(line) == len("1. ") + 500
+    assert line.endswith("...")
+
+
+def test_path_setting_is_taken_from_the_data_dir(tmp_path: Path) -> None:
+    """A relative 'path' is inside the data dir; an absolute one is used as is."""
+    plugin = SQLiteMemory()
+    plugin.configure(
+        PluginSettings(plugin_id="memory_sqlite", values={"path": "mem/m.db"}, data_dir=tmp_path)
+    )
+    assert plugin.path() == tmp_path / "mem" / "m.db"
+    plugin.memory_store(_session("s"), MemoryItem(text="x", session_id="s"))
+    assert (tmp_path / "mem" / "m.db").is_file()
+    other = tmp_path / "elsewhere.db"
+    plugin.configure(PluginSettings(plugin_id="memory_sqlite", values={"path": str(other)}))
+    assert plugin.path() == other
+    plugin.close()
+
+
+def test_no_data_dir_and_no_path_is_a_clear_error() -> None:
+    """Without a data dir or a 'path' setting, the first use says what to set."""
+    plugin = SQLiteMemory()
+    with pytest.raises(StorageError, match="set its 'path' setting"):
+        plugin.memory_recall(_session("s"), MemoryQuery("x"))
+
+
+def test_memories_persist_in_the_session_store_format(memory: SQLiteMemory) -> None:
+    """The plugin's file is a Store file: a Store opened on it sees the memories."""
+    memory.remember(_ctx(_session("s")), "persisted fact")
+    path = memory.path()
+    memory.close()
+    with Store(path) as store:
+        (hit,) = store.memory_recall(MemoryQuery("fact"), "s")
+    assert hit.item.text == "persisted fact"
+
+
+# --- the module as a plugin ------------------------------------------------------------
+
+
+def _manifest() -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load(
+        (PLUGIN_DIR / "autogpt-plugin.yaml").read_text(encoding="utf-8")
+    )
+    return manifest
+
+
+def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
+    """The manifest validates, and each command's function takes its declared parameters."""
+    manifest = _manifest()
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8"))).validate(
+        manifest
+    )
+    assert manifest["permissions"] == []
+    registered: dict[str, Any] = {}
+    memory_plugin.register_commands(register=lambda name, fn: registered.setdefault(name, fn))
+    declared = {command["name"]: command for command in manifest["capabilities"]["commands"]}
+    assert registered.keys() == declared.keys() == {"remember", "recall"}
+    for name, function in registered.items():
+        params = inspect.signature(function).parameters
+        properties = declared[name]["parameters"]["properties"]
+        assert set(params) - {"ctx"} == set(properties), name
+        for param in params.values():
+            if param.name in properties and "default" in properties[param.name]:
+                assert param.default == properties[param.name]["default"], (name, param.name)
+        assert getattr(function, BLOCKING_ATTR, False), name
+    assert set(manifest["config"]["settings"]) == {"path"}
+
+
+def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
+    """pluggy accepts the module; its hooks work through the plugin manager and shut down."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs.specs)
+    pm.register(memory_plugin, name="memory_sqlite")
+    pm.check_pending()
+    for name in ("memory_store", "memory_recall", "memory_forget", "build_prompt"):
+        assert getattr(getattr(memory_plugin, name), BLOCKING_ATTR, False), name
+
+    pm.hook.configure(settings=PluginSettings(plugin_id="memory_sqlite", data_dir=tmp_path))
+    try:
+        earlier, now = _session("earlier"), _session("now", goal="find the release checklist")
+        (item_id,) = pm.hook.memory_store(
+            session=earlier,
+            item=MemoryItem(text="The release checklist is in RELEASE.md", session_id="earlier"),
+        )
+        (hits,) = pm.hook.memory_recall(session=now, query=MemoryQuery("checklist", scope="all"))
+        assert [hit.item.id for hit in hits] == [item_id]
+        prompt = PromptBuilder(goal=now.goal)
+        pm.hook.build_prompt(session=now, prompt=prompt)
+        assert prompt.context == ["From memory: The release checklist is in RELEASE.md"]
+        assert memory_plugin.remember(_ctx(now), "second").startswith("Remembered")
+        assert pm.hook.memory_forget(session=now, query=MemoryQuery("", scope="all")) == [2]
+    finally:
+        pm.hook.autogpt_shutdown(runtime=RuntimeView(core_version="0.1.0", data_dir=tmp_path))

@@ -1,0 +1,404 @@
+"""The workspace sandbox and the ``workspace`` plugin's file commands."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pluggy
+import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import autogpt_plugins.workspace as workspace_plugin
+import hookspecs
+from autogpt_core._errors import WorkspaceError
+from autogpt_core._workspace import DEFAULT_READ_LIMIT, Workspace, show_path
+from hookspecs import BLOCKING_ATTR, CommandContext, PromptBuilder, SessionView
+
+from .strategies_paths import SECRET, Layout, PathSpec, build_layout, path_specs
+
+PLUGIN_DIR = Path(workspace_plugin.__file__).parent
+SCHEMA = Path(hookspecs.__file__).parent / "manifest.schema.json"
+
+
+def _snapshot(layout: Layout) -> dict[str, tuple[Any, ...]]:
+    """Everything under ``layout.tmp`` except the workspace: types, contents, link targets."""
+    seen: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(layout.tmp):
+        if Path(dirpath) == layout.tmp:
+            dirnames[:] = [d for d in dirnames if d != layout.root.name]
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                seen[str(path)] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                seen[str(path)] = ("dir", info.st_mode)
+            else:
+                seen[str(path)] = ("file", info.st_mode, info.st_mtime_ns, path.read_bytes())
+    return seen
+
+
+def _assert_names_path(error: WorkspaceError, path: str) -> None:
+    assert show_path(path) in str(error)
+
+
+def _run(ws: Workspace, op: str, path: str, content: str) -> Any:
+    if op == "resolve":
+        return ws.resolve(path)
+    if op == "exists":
+        return ws.exists(path)
+    if op == "read":
+        return ws.read_text(path)
+    if op == "write":
+        return ws.write_text(path, content)
+    if op == "append":
+        return ws.append_text(path, content)
+    if op == "list":
+        return ws.list_dir(path)
+    if op == "list_recursive":
+        return ws.list_dir(path, recursive=True)
+    assert op == "delete"
+    return ws.delete(path)
+
+
+OPS = ("resolve", "exists", "read", "write", "append", "list", "list_recursive", "delete")
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(paths=st.lists(path_specs(), min_size=1, max_size=3), data=st.data())
+def test_every_path_stays_inside_or_is_refused(paths: list[PathSpec], data: st.DataObject) -> None:
+    """Any operation on any path either stays inside the root or raises a WorkspaceError
+    naming the path; nothing outside the root is ever created, changed or read."""
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = build_layout(Path(tmp))
+        before = _snapshot(layout)
+        ws = Workspace(layout.root)
+        # A few operations on a few paths, so that reads and lists meet what writes made.
+        for _ in range(data.draw(st.integers(1, 5), label="steps")):
+            path = data.draw(st.sampled_from(paths)).render(layout)
+            op = data.draw(st.sampled_from(OPS))
+            content = data.draw(st.text(max_size=20))
+            try:
+                result = _run(ws, op, path, content)
+            except WorkspaceError as error:
+                _assert_names_path(error, path)
+                event(f"{op}: refused")
+            else:
+                event(f"{op}: done")
+                resolved = ws.resolve(path)
+                assert resolved == layout.root or resolved.is_relative_to(layout.root)
+                if op == "read":
+                    assert SECRET not in result
+            assert _snapshot(layout) == before
+
+
+# --- explicit cases --------------------------------------------------------------------
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Layout:
+    return build_layout(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("../x", "outside the workspace through '..'"),
+        ("a/../../b", "outside the workspace through '..'"),
+        ("/etc/passwd", "absolute path outside the workspace"),
+        ("out/secret.txt", "symbolic link that points outside"),
+        ("secret_link", "symbolic link that points outside"),
+        ("dangling", "symbolic link that points outside"),
+        ("sub/back/secret.txt", "symbolic link that points outside"),
+        ("up/outside/secret.txt", "symbolic link that points outside"),
+        ("notes\x00.txt", "NUL character"),
+        ("", "is empty"),
+        ("   ", "is empty"),
+        ("x" * 256, "at most 255"),
+        ("a/" * 2100, "too long"),
+    ],
+)
+def test_refusals_name_the_path_the_problem_and_the_fix(
+    layout: Layout, path: str, problem: str
+) -> None:
+    """Each refused path raises WorkspaceError with the path, the problem and an example fix."""
+    ws = Workspace(layout.root)
+    for attempt in (
+        lambda: ws.resolve(path),
+        lambda: ws.write_text(path, "data"),
+        lambda: ws.read_text(path),
+    ):
+        with pytest.raises(WorkspaceError) as info:
+            attempt()
+        message = str(info.value)
+        assert show_path(path) in message
+        assert problem in message
+        assert "relative to the workspace, e.g. 'notes/todo.txt'" in message
+
+
+def test_writing_through_a_link_to_an_outside_directory_is_refused(layout: Layout) -> None:
+    """A write through a link to an outside directory creates nothing outside."""
+    ws = Workspace(layout.root)
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        ws.write_text("out/planted.txt", "x")
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        ws.append_text("out_abs/secret.txt", "x")
+    assert sorted(p.name for p in layout.outside.iterdir()) == ["secret.txt"]
+    assert (layout.outside / "secret.txt").read_text(encoding="utf-8") == SECRET
+
+
+def test_writing_through_a_dangling_link_to_outside_is_refused(layout: Layout) -> None:
+    """A dangling link whose target is outside cannot be used to create that target."""
+    ws = Workspace(layout.root)
+    for path in ("dangling", "dangling_dir"):
+        with pytest.raises(WorkspaceError, match="symbolic link"):
+            ws.write_text(path, "x")
+    assert not (layout.outside / "new.txt").exists()
+    assert not (layout.outside / "newdir").exists()
+
+
+def test_deleting_through_links_to_outside_is_refused(layout: Layout) -> None:
+    """delete refuses a link to an outside file, and the file survives."""
+    ws = Workspace(layout.root)
+    with pytest.raises(WorkspaceError):
+        ws.delete("secret_link")
+    with pytest.raises(WorkspaceError):
+        ws.delete("out/secret.txt")
+    assert (layout.outside / "secret.txt").read_text(encoding="utf-8") == SECRET
+
+
+def test_paths_inside_the_root_work_however_they_are_spelled(layout: Layout) -> None:
+    """Absolute paths inside the root, '..' that stays inside and inside links are fine."""
+    ws = Workspace(layout.root)
+    ws.write_text(f"{layout.root}/abs.txt", "a")
+    ws.write_text("sub/../rel.txt", "b")
+    ws.write_text("inner/linked.txt", "c")
+    assert ws.read_text("abs.txt") == "a"
+    assert ws.read_text("./rel.txt") == "b"
+    assert (layout.root / "sub" / "linked.txt").read_text(encoding="utf-8") == "c"
+    assert ws.relative("inner/linked.txt") == "sub/linked.txt"
+    assert ws.relative(".") == "."
+
+
+def test_a_link_swapped_in_after_resolving_is_not_followed(layout: Layout) -> None:
+    """If a directory becomes a link to outside between resolve and open, nothing escapes."""
+
+    class Racy(Workspace):
+        def resolve(self, path: str) -> Path:
+            real = super().resolve(path)
+            (layout.root / "d").rename(layout.root / "d-old")
+            os.symlink(layout.outside, layout.root / "d")
+            return real
+
+    (layout.root / "d").mkdir()
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        Racy(layout.root).write_text("d/planted.txt", "x")
+    assert sorted(p.name for p in layout.outside.iterdir()) == ["secret.txt"]
+
+
+def test_write_replaces_atomically_and_keeps_the_mode(tmp_path: Path) -> None:
+    """write_text replaces the whole file, leaves no temporary file and keeps its mode."""
+    ws = Workspace(tmp_path)
+    assert ws.write_text("notes/todo.txt", "first version, longer") == 21
+    (tmp_path / "notes" / "todo.txt").chmod(0o600)
+    ws.write_text("notes/todo.txt", "second")
+    assert ws.read_text("notes/todo.txt") == "second"
+    assert ws.list_dir("notes") == ["todo.txt"]
+    assert stat.S_IMODE((tmp_path / "notes" / "todo.txt").stat().st_mode) == 0o600
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """Writing onto a directory fails cleanly, without leaving a temporary file behind."""
+    ws = Workspace(tmp_path)
+    ws.write_text("sub/keep.txt", "x")
+    with pytest.raises(WorkspaceError, match="'sub': it is a directory"):
+        ws.write_text("sub", "data")
+    assert ws.list_dir(recursive=True) == ["sub/", "sub/keep.txt"]
+    with pytest.raises(WorkspaceError, match="it is a file, not a directory"):
+        ws.list_dir("sub/keep.txt")
+
+
+def test_append_creates_then_appends(tmp_path: Path) -> None:
+    """append_text creates a missing file and adds to an existing one."""
+    ws = Workspace(tmp_path)
+    ws.append_text("log/a.txt", "one\n")
+    ws.append_text("log/a.txt", "two\n")
+    assert ws.read_text("log/a.txt") == "one\ntwo\n"
+
+
+def test_reads_are_limited_and_text_only(tmp_path: Path) -> None:
+    """Too large, binary, directory and missing files give errors saying so."""
+    ws = Workspace(tmp_path)
+    (tmp_path / "big.txt").write_bytes(b"a" * (DEFAULT_READ_LIMIT + 1))
+    (tmp_path / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\xff\x00")
+    (tmp_path / "dir").mkdir()
+    cases = {
+        "big.txt": "over the 1 MiB read limit",
+        "image.png": "not UTF-8 text",
+        "dir": "is a directory",
+        "missing.txt": "does not exist",
+    }
+    for path, problem in cases.items():
+        with pytest.raises(WorkspaceError, match=problem) as info:
+            ws.read_text(path)
+        assert repr(path) in str(info.value)
+    assert ws.read_text("big.txt", max_bytes=DEFAULT_READ_LIMIT + 1).startswith("aaa")
+
+
+def test_a_fifo_is_refused_rather_than_blocking(tmp_path: Path) -> None:
+    """Reading a named pipe fails at once instead of waiting for a writer."""
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(WorkspaceError, match="not a regular file"):
+        Workspace(tmp_path).read_text("pipe")
+
+
+def test_list_dir_marks_directories_and_recurses_shallowest_first(tmp_path: Path) -> None:
+    """list_dir sorts names, ends directories with '/', and recursive lists nested names."""
+    ws = Workspace(tmp_path)
+    for path in ("b.txt", "a/x.txt", "a/deep/y.txt", "c/z.txt"):
+        ws.write_text(path, "-")
+    assert ws.list_dir() == ["a/", "b.txt", "c/"]
+    assert ws.list_dir("a") == ["deep/", "x.txt"]
+    assert ws.list_dir(recursive=True) == [
+        "a/",
+        "a/deep/",
+        "a/deep/y.txt",
+        "a/x.txt",
+        "b.txt",
+        "c/",
+        "c/z.txt",
+    ]
+    assert ws.list_dir(recursive=True, limit=4) == ["a/", "a/deep/", "b.txt", "c/"]
+
+
+def test_delete_files_and_empty_directories_only(tmp_path: Path) -> None:
+    """delete removes files and empty directories, and refuses full ones and the root."""
+    ws = Workspace(tmp_path)
+    ws.write_text("d/f.txt", "x")
+    with pytest.raises(WorkspaceError, match="not empty"):
+        ws.delete("d")
+    ws.delete("d/f.txt")
+    ws.delete("d")
+    assert not ws.exists("d")
+    with pytest.raises(WorkspaceError, match="workspace itself"):
+        ws.delete(".")
+    with pytest.raises(WorkspaceError, match="does not exist"):
+        ws.delete("d")
+
+
+def test_a_symlink_loop_is_an_error_not_a_hang(layout: Layout) -> None:
+    """A path through a looping link raises WorkspaceError."""
+    ws = Workspace(layout.root)
+    with pytest.raises(WorkspaceError, match="'loop/x'"):
+        ws.write_text("loop/x", "data")
+
+
+def test_a_file_as_root_is_refused(tmp_path: Path) -> None:
+    """A workspace root that is a file gives a WorkspaceError naming it."""
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    with pytest.raises(WorkspaceError, match="file"):
+        Workspace(tmp_path / "file")
+
+
+# --- the plugin ------------------------------------------------------------------------
+
+
+async def _no_user(question: str) -> str | None:
+    return None
+
+
+def _ctx(workspace: Path) -> CommandContext:
+    session = SessionView(id="s1", goal="write notes", workspace=workspace)
+    return CommandContext(
+        session=session,
+        plugin_id="workspace",
+        settings=hookspecs.PluginSettings(plugin_id="workspace"),
+        ask_user=_no_user,
+    )
+
+
+def _manifest() -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load(
+        (PLUGIN_DIR / "autogpt-plugin.yaml").read_text(encoding="utf-8")
+    )
+    return manifest
+
+
+def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
+    """The manifest validates, and each command's function takes its declared parameters."""
+    manifest = _manifest()
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(manifest)
+    registered: dict[str, Any] = {}
+    workspace_plugin.register_commands(register=lambda name, fn: registered.setdefault(name, fn))
+    declared = {command["name"]: command for command in manifest["capabilities"]["commands"]}
+    assert registered.keys() == declared.keys()
+    for name, function in registered.items():
+        params = set(inspect.signature(function).parameters) - {"ctx"}
+        assert params == set(declared[name]["parameters"]["properties"]), name
+        assert getattr(function, BLOCKING_ATTR, False), name
+        jsonschema.Draft202012Validator.check_schema(declared[name]["parameters"])
+        assert set(declared[name]["permissions"]) <= set(manifest["permissions"])
+
+
+def test_plugin_hooks_match_the_specs() -> None:
+    """pluggy accepts the module as a plugin of the autogpt hook specs."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+    pm.add_hookspecs(hookspecs.specs)
+    pm.register(workspace_plugin, name="workspace")
+    pm.check_pending()
+    assert getattr(workspace_plugin.build_prompt, BLOCKING_ATTR, False)
+
+
+def test_commands_work_on_the_session_workspace(tmp_path: Path) -> None:
+    """The file commands act on the session's workspace and answer in short sentences."""
+    ctx = _ctx(tmp_path / "ws")
+    assert workspace_plugin.write_file(ctx, "notes.txt", "hello") == (
+        "Wrote 5 characters to notes.txt."
+    )
+    assert (
+        workspace_plugin.append_file(ctx, "notes.txt", "!") == "Appended 1 character to notes.txt."
+    )
+    assert workspace_plugin.read_file(ctx, "notes.txt") == "hello!"
+    assert workspace_plugin.list_files(ctx) == "notes.txt"
+    assert workspace_plugin.delete_file(ctx, "notes.txt") == "Deleted notes.txt."
+    assert workspace_plugin.list_files(ctx) == "The workspace is empty."
+    workspace_plugin.write_file(ctx, "empty.txt", "")
+    assert workspace_plugin.read_file(ctx, "empty.txt") == "empty.txt is empty."
+
+
+def test_commands_let_workspace_errors_propagate(layout: Layout) -> None:
+    """A command given an escaping path raises WorkspaceError for the core to report."""
+    ctx = _ctx(layout.root)
+    with pytest.raises(WorkspaceError, match=r"'\.\./outside/secret\.txt'"):
+        workspace_plugin.read_file(ctx, "../outside/secret.txt")
+    with pytest.raises(WorkspaceError):
+        workspace_plugin.write_file(ctx, "out/x.txt", "x")
+
+
+def test_build_prompt_describes_the_workspace(tmp_path: Path) -> None:
+    """build_prompt adds a resource naming the workspace's files, at most twenty."""
+    ws = tmp_path / "ws"
+    session = SessionView(id="s1", goal="g", workspace=ws)
+    prompt = PromptBuilder(goal="g")
+    workspace_plugin.build_prompt(session=session, prompt=prompt)
+    assert "It is empty." in prompt.resources[0]
+    assert not ws.exists()
+    for n in range(25):
+        Workspace(ws).write_text(f"f{n:02}.txt", "x")
+    prompt = PromptBuilder(goal="g")
+    workspace_plugin.build_prompt(session=session, prompt=prompt)
+    (resource,) = prompt.resources
+    assert "f00.txt" in resource
+    assert "f19.txt" in resource
+    assert "f20.txt" not in resource
+    assert "among others" in resource
