@@ -135,8 +135,9 @@ class StatusWrite:
     budget: Budget | Mapping[str, JSON] | None = None
 
 
-WriteOp = CycleWrite | StatusWrite | Event
-"""What ``Store.write_many`` and the ``AsyncStore`` writer accept. An ``Event`` is appended."""
+WriteOp = CycleWrite | StatusWrite | Event | MemoryItem
+"""What ``Store.write_many`` and the ``AsyncStore`` writer accept. An ``Event`` is appended;
+a ``MemoryItem`` is stored (replacing one with the same id) and its id returned."""
 
 
 @attrs.frozen
@@ -432,13 +433,14 @@ class Store:
     def append_event(self, event: Event) -> int:
         """Store ``event`` and return its id (ids increase with every event appended)."""
         event_id = self.write_many([event])[0]
-        assert event_id is not None
+        assert isinstance(event_id, int)
         return event_id
 
-    def write_many(self, ops: Sequence[WriteOp]) -> list[int | None]:
+    def write_many(self, ops: Sequence[WriteOp]) -> list[int | str | None]:
         """Commit several writes in one transaction: all of them, or none if one fails.
 
-        Returns, for each op, the new event id for an ``Event`` and ``None`` otherwise.
+        Returns, for each op, the new event id for an ``Event``, the item id for a
+        ``MemoryItem`` and ``None`` otherwise.
         One transaction for many cycles is what makes many concurrent sessions cheap:
         the cost of a commit is paid once per batch. A value that is not JSON raises
         ``TypeError`` or ``ValueError`` before anything is written.
@@ -447,14 +449,14 @@ class Store:
         with self._write() as conn:
             return [self._apply(conn, op) for op in prepared]
 
-    def write_each(self, ops: Sequence[WriteOp]) -> list[int | None | StorageError]:
+    def write_each(self, ops: Sequence[WriteOp]) -> list[int | str | None | StorageError]:
         """Commit several writes in one transaction, each one atomic on its own.
 
         A failing op is rolled back alone and its ``StorageError`` takes its place in the
         returned list; the others are committed. ``AsyncStore`` uses this for its batches,
         so one session's bad write never fails another session's.
         """
-        outcomes: list[int | None | StorageError] = []
+        outcomes: list[int | str | None | StorageError] = []
         prepared: list[_Prepared | None] = []
         for op in ops:
             try:
@@ -589,23 +591,8 @@ class Store:
 
         An empty ``item.id`` gets a new one; ``created_at`` 0 means now.
         """
-        item_id = item.id or uuid.uuid4().hex
-        params = (
-            item_id,
-            item.session_id,
-            item.kind,
-            item.text,
-            _dumps(dict(item.metadata)),
-            item.created_at or time.time(),
-        )
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO memory (id, session_id, kind, text, metadata, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
-                " session_id = excluded.session_id, kind = excluded.kind, text = excluded.text,"
-                " metadata = excluded.metadata, created_at = excluded.created_at",
-                params,
-            )
+        item_id = self.write_many([item])[0]
+        assert isinstance(item_id, str)
         return item_id
 
     def memory_recall(
@@ -789,14 +776,14 @@ class Store:
         except sqlite3.Error as exc:
             raise StorageError(f"Cannot {action} the session store {self.path}: {exc}") from exc
 
-    def _apply(self, conn: _Connection, op: _Prepared) -> int | None:
+    def _apply(self, conn: _Connection, op: _Prepared) -> int | str | None:
         try:
             cursor = conn.execute(op.sql, op.params)
             if op.check_found and cursor.rowcount == 0:
                 raise self._not_found(op.session_id)
             for sql, params in op.then:
                 conn.execute(sql, params)
-            return cursor.lastrowid if op.returns_id else None
+            return cursor.lastrowid if op.returns_id else op.value
         except sqlite3.IntegrityError as exc:
             if "FOREIGN KEY" in str(exc):
                 raise self._not_found(op.session_id) from exc
@@ -829,6 +816,7 @@ class _Prepared:
     then: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     check_found: bool = False
     returns_id: bool = False
+    value: str | None = None
 
 
 def _prepare(op: WriteOp) -> _Prepared:
@@ -894,6 +882,25 @@ def _prepare(op: WriteOp) -> _Prepared:
             params=params,
             what=f"cannot append an event to session {op.session_id!r}",
             returns_id=True,
+        )
+    if isinstance(op, MemoryItem):
+        item_id = op.id or uuid.uuid4().hex
+        return _Prepared(
+            session_id=op.session_id,
+            sql="INSERT INTO memory (id, session_id, kind, text, metadata, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+            " session_id = excluded.session_id, kind = excluded.kind, text = excluded.text,"
+            " metadata = excluded.metadata, created_at = excluded.created_at",
+            params=(
+                item_id,
+                op.session_id,
+                op.kind,
+                op.text,
+                _dumps(dict(op.metadata)),
+                op.created_at or now,
+            ),
+            what=f"memory item {item_id!r}",
+            value=item_id,
         )
     raise TypeError(f"not a store write: {op!r}")
 
@@ -1010,7 +1017,7 @@ def _score(rank: float) -> float:
 @attrs.define
 class _Batch:
     ops: list[WriteOp] = attrs.field(factory=list)
-    outcomes: list[int | None | StorageError] = attrs.field(factory=list)
+    outcomes: list[int | str | None | StorageError] = attrs.field(factory=list)
     done: bool = False
 
 
@@ -1056,7 +1063,7 @@ class AsyncStore:
     async def append_event(self, event: Event) -> int:
         """``Store.append_event``, group-committed."""
         event_id = await self._submit(event)
-        assert event_id is not None
+        assert isinstance(event_id, int)
         return event_id
 
     async def update_session_status(
@@ -1070,7 +1077,7 @@ class AsyncStore:
         """``Store.update_session_status``, group-committed."""
         await self._submit(StatusWrite(session_id, status, result=result, budget=budget))
 
-    async def _submit(self, op: WriteOp) -> int | None:
+    async def _submit(self, op: WriteOp) -> int | str | None:
         batch = self._pending
         index = len(batch.ops)
         batch.ops.append(op)
@@ -1173,8 +1180,10 @@ class AsyncStore:
         )
 
     async def memory_store(self, item: MemoryItem) -> str:
-        """``Store.memory_store`` in a worker thread."""
-        return await trio.to_thread.run_sync(self.store.memory_store, item)
+        """``Store.memory_store``, group-committed."""
+        item_id = await self._submit(item)
+        assert isinstance(item_id, str)
+        return item_id
 
     async def memory_recall(self, query: MemoryQuery, session_id: str) -> list[MemoryHit]:
         """``Store.memory_recall`` in a worker thread."""

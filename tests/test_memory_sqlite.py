@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pluggy
 import pytest
+import trio
 import yaml
 
 import autogpt_plugins.memory_sqlite as memory_plugin
@@ -193,28 +193,43 @@ def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
     assert set(manifest["config"]["settings"]) == {"path"}
 
 
-def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
-    """pluggy accepts the module; its hooks work through the plugin manager and shut down."""
-    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(hookspecs.specs)
+async def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
+    """pluggy accepts the module; its hooks work through the awaitable hook caller:
+    stores are group-committed, the goal's memories are found at session start."""
+    from autogpt_core._hookcall import HookManager
+
+    pm = HookManager()
     pm.register(memory_plugin, name="memory_sqlite")
     pm.check_pending()
-    for name in ("memory_store", "memory_recall", "memory_forget", "build_prompt"):
+    for name in ("memory_recall", "memory_forget", "session_start"):
         assert getattr(getattr(memory_plugin, name), BLOCKING_ATTR, False), name
+    assert inspect.iscoroutinefunction(memory_plugin.memory_store)
 
     pm.hook.configure(settings=PluginSettings(plugin_id="memory_sqlite", data_dir=tmp_path))
     try:
         earlier, now = _session("earlier"), _session("now", goal="find the release checklist")
-        (item_id,) = pm.hook.memory_store(
+        async with trio.open_nursery() as nursery:
+            for n in range(3):  # concurrent stores share a transaction
+                item = MemoryItem(text=f"filler {n}", session_id="earlier")
+                nursery.start_soon(
+                    lambda item=item: pm.ahook.memory_store(session=earlier, item=item)
+                )
+        (item_id,) = await pm.ahook.memory_store(
             session=earlier,
             item=MemoryItem(text="The release checklist is in RELEASE.md", session_id="earlier"),
         )
-        (hits,) = pm.hook.memory_recall(session=now, query=MemoryQuery("checklist", scope="all"))
+        (hits,) = await pm.ahook.memory_recall(
+            session=now, query=MemoryQuery("checklist", scope="all")
+        )
         assert [hit.item.id for hit in hits] == [item_id]
+        await pm.ahook.session_start(session=now)
         prompt = PromptBuilder(goal=now.goal)
-        pm.hook.build_prompt(session=now, prompt=prompt)
+        await pm.ahook.build_prompt(session=now, prompt=prompt)
         assert prompt.context == ["From memory: The release checklist is in RELEASE.md"]
         assert memory_plugin.remember(_ctx(now), "second").startswith("Remembered")
-        assert pm.hook.memory_forget(session=now, query=MemoryQuery("", scope="all")) == [2]
+        forgotten = await pm.ahook.memory_forget(session=now, query=MemoryQuery("", scope="all"))
+        assert forgotten == [5]
     finally:
-        pm.hook.autogpt_shutdown(runtime=RuntimeView(core_version="0.1.0", data_dir=tmp_path))
+        await pm.ahook.autogpt_shutdown(
+            runtime=RuntimeView(core_version="0.1.0", data_dir=tmp_path)
+        )

@@ -15,9 +15,10 @@ import threading
 from pathlib import Path
 
 import attrs
+import trio
 
 from autogpt_core._errors import StorageError
-from autogpt_core._storage import Store
+from autogpt_core._storage import AsyncStore, Store
 from hookspecs import (
     CommandContext,
     MemoryHit,
@@ -46,7 +47,10 @@ class SQLiteMemory:
     def __init__(self) -> None:
         self._settings = PluginSettings(plugin_id=PLUGIN_ID)
         self._store: Store | None = None
+        self._async: AsyncStore | None = None
         self._lock = threading.Lock()
+        # Memories relevant to each running session's goal, found once when it starts.
+        self._prompt_lines: dict[str, list[str]] = {}
 
     def configure(self, settings: PluginSettings) -> None:
         """Take new settings; a store opened with the old ones is closed."""
@@ -82,10 +86,21 @@ class SQLiteMemory:
                 self._store = Store(self.path())
             return self._store
 
+    def async_store(self) -> AsyncStore:
+        """The store for trio code: writes from all sessions are group-committed.
+
+        Call ``store()`` first (in a worker thread): opening the file blocks.
+        """
+        store = self.store()
+        with self._lock:
+            if self._async is None or self._async.store is not store:
+                self._async = AsyncStore(store)
+            return self._async
+
     def close(self) -> None:
         """Close the store, if open; it is opened again when next needed."""
         with self._lock:
-            store, self._store = self._store, None
+            store, self._store, self._async = self._store, None, None
         if store is not None:
             store.close()
 
@@ -123,13 +138,29 @@ class SQLiteMemory:
             return f"No memories match {query!r} {where}."
         return "\n".join(f"{n}. {_shorten(hit.item.text)}" for n, hit in enumerate(hits, 1))
 
+    def find_prompt_memories(self, session: SessionView) -> None:
+        """Recall, once per session, the memories of any session relevant to its goal."""
+        lines: list[str] = []
+        if session.goal.strip():
+            query = MemoryQuery(text=session.goal, limit=_PROMPT_MEMORIES, scope="all")
+            lines = [
+                f"From memory: {_shorten(h.item.text)}" for h in self.memory_recall(session, query)
+            ]
+        with self._lock:
+            self._prompt_lines[session.id] = lines
+
     def build_prompt(self, session: SessionView, prompt: PromptBuilder) -> None:
-        """Add the memories of any session most relevant to ``session``'s goal."""
-        if not session.goal.strip():
-            return
-        query = MemoryQuery(text=session.goal, limit=_PROMPT_MEMORIES, scope="all")
-        for hit in self.memory_recall(session, query):
-            prompt.add_context(f"From memory: {_shorten(hit.item.text)}")
+        """Add the memories found for ``session``'s goal (looked up if not yet done)."""
+        lines = self._prompt_lines.get(session.id)
+        if lines is None:
+            self.find_prompt_memories(session)
+            lines = self._prompt_lines[session.id]
+        for line in lines:
+            prompt.add_context(line)
+
+    def session_end(self, session: SessionView) -> None:
+        with self._lock:
+            self._prompt_lines.pop(session.id, None)
 
 
 def _shorten(text: str) -> str:
@@ -167,9 +198,15 @@ def recall(ctx: CommandContext, query: str, limit: int = 5, scope: str = "sessio
     return _memory.recall(ctx, query, limit, scope)
 
 
-@hookimpl(blocking=True)
-def memory_store(session: SessionView, item: MemoryItem) -> str:
-    return _memory.memory_store(session, item)
+@hookimpl
+async def memory_store(session: SessionView, item: MemoryItem) -> str:
+    # Every cycle of every session stores a memory: group-committing them with the other
+    # sessions' items costs one transaction per batch instead of a thread and a commit each.
+    if not item.session_id:
+        item = attrs.evolve(item, session_id=session.id)
+    if _memory._store is None:
+        await trio.to_thread.run_sync(_memory.store)
+    return await _memory.async_store().memory_store(item)
 
 
 @hookimpl(blocking=True)
@@ -183,8 +220,20 @@ def memory_forget(session: SessionView, query: MemoryQuery) -> int:
 
 
 @hookimpl(blocking=True)
+def session_start(session: SessionView) -> None:
+    _memory.find_prompt_memories(session)
+
+
+# Not blocking: it adds what session_start looked up (it looks up only for a session that
+# started before this plugin was loaded).
+@hookimpl
 def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
     _memory.build_prompt(session, prompt)
+
+
+@hookimpl
+def session_end(session: SessionView) -> None:
+    _memory.session_end(session)
 
 
 @hookimpl(blocking=True)

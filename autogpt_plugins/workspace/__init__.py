@@ -74,7 +74,9 @@ def delete_file(ctx: CommandContext, path: str) -> str:
     return f"Deleted {path}."
 
 
-@hookimpl(blocking=True)
+# Not blocking: listing stops after _PROMPT_FILES + 1 names of a local directory, which
+# costs less than the worker-thread round trip it would take every cycle.
+@hookimpl
 def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
     """Tell the model about the workspace and what is in it."""
     try:
