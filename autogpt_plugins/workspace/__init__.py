@@ -8,6 +8,8 @@ in a worker thread.
 
 from __future__ import annotations
 
+import os
+
 from autogpt_core._errors import WorkspaceError
 from autogpt_core._workspace import Workspace
 from hookspecs import (
@@ -74,11 +76,32 @@ def delete_file(ctx: CommandContext, path: str) -> str:
     return f"Deleted {path}."
 
 
-# Not blocking: listing stops after _PROMPT_FILES + 1 names of a local directory, which
-# costs less than the worker-thread round trip it would take every cycle.
+# Per session: (the workspace directory's mtime, the resource line built from it).
+_prompt_cache: dict[str, tuple[int, str]] = {}
+
+
+# Not blocking: a stat of the workspace directory, and a listing that stops after
+# _PROMPT_FILES + 1 names only when that directory changed -- cheaper than the
+# worker-thread round trip it would take every cycle (bench/sessions.py).
 @hookimpl
 def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
     """Tell the model about the workspace and what is in it."""
+    try:
+        mtime = os.stat(session.workspace).st_mtime_ns
+    except OSError:
+        mtime = -1
+    cached = _prompt_cache.get(session.id)
+    if cached is None or cached[0] != mtime:
+        cached = _prompt_cache[session.id] = (mtime, _describe(session))
+    prompt.add_resource(cached[1])
+
+
+@hookimpl
+def session_end(session: SessionView) -> None:
+    _prompt_cache.pop(session.id, None)
+
+
+def _describe(session: SessionView) -> str:
     try:
         names = Workspace(session.workspace, create=False).list_dir(
             recursive=True, limit=_PROMPT_FILES + 1
@@ -91,7 +114,9 @@ def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
         contents = f"It contains, among others: {', '.join(names[:_PROMPT_FILES])}."
     else:
         contents = f"It contains: {', '.join(names)}."
-    prompt.add_resource(
+    # The listing is refreshed when the workspace directory itself changes; a file changed
+    # deeper down shows after the next change at the top (list_files is always current).
+    return (
         "A workspace directory for your files. The file commands take paths relative to "
         f"it, e.g. 'notes/todo.txt'. {contents}"
     )
