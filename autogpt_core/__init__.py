@@ -1,6 +1,13 @@
-"""autogpt-core: the engine that loads plugins, calls hooks and runs agents."""
+"""autogpt-core: the engine that loads plugins, calls hooks and runs agents.
+
+The exceptions are imported eagerly; everything else on first use (PEP 562), so that
+``autogpt --version`` and ``import autogpt_core`` stay cheap.
+"""
 
 from __future__ import annotations
+
+import importlib as _importlib
+import typing as _typing
 
 from ._errors import AutoGPTError as AutoGPTError
 from ._errors import CommandArgumentsError as CommandArgumentsError
@@ -25,27 +32,131 @@ from ._errors import UnknownCommandError as UnknownCommandError
 from ._errors import WorkspaceError as WorkspaceError
 from ._version import __version__ as __version__
 
+if _typing.TYPE_CHECKING:
+    from ._commands import CommandRegistry as CommandRegistry
+    from ._commands import RegisteredCommand as RegisteredCommand
+    from ._config import Config as Config
+    from ._config import Limits as Limits
+    from ._config import load_config as load_config
+    from ._hookcall import AsyncHookCaller as AsyncHookCaller
+    from ._hookcall import AsyncHooks as AsyncHooks
+    from ._hookcall import HookManager as HookManager
+    from ._loader import PluginRecord as PluginRecord
+    from ._loader import PluginSet as PluginSet
+    from ._loader import load as load_plugins
+    from ._loader import scan as scan_plugins
+    from ._manifest import CommandDecl as CommandDecl
+    from ._manifest import Manifest as Manifest
+    from ._manifest import SettingDecl as SettingDecl
+    from ._manifest import load_manifest as load_manifest
+    from ._manifest import parse_manifest as parse_manifest
+    from ._runtime import Runtime as Runtime
+    from ._session import RunOptions as RunOptions
+    from ._storage import ArtifactRecord as ArtifactRecord
+    from ._storage import AsyncStore as AsyncStore
+    from ._storage import CycleRecord as CycleRecord
+    from ._storage import Page as Page
+    from ._storage import SessionRecord as SessionRecord
+    from ._storage import SessionStatus as SessionStatus
+    from ._storage import Store as Store
+    from ._storage import StoredEvent as StoredEvent
+    from ._workspace import Workspace as Workspace
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "CommandRegistry": ("_commands", "CommandRegistry"),
+    "RegisteredCommand": ("_commands", "RegisteredCommand"),
+    "Config": ("_config", "Config"),
+    "Limits": ("_config", "Limits"),
+    "load_config": ("_config", "load_config"),
+    "AsyncHookCaller": ("_hookcall", "AsyncHookCaller"),
+    "AsyncHooks": ("_hookcall", "AsyncHooks"),
+    "HookManager": ("_hookcall", "HookManager"),
+    "PluginRecord": ("_loader", "PluginRecord"),
+    "PluginSet": ("_loader", "PluginSet"),
+    "load_plugins": ("_loader", "load"),
+    "scan_plugins": ("_loader", "scan"),
+    "CommandDecl": ("_manifest", "CommandDecl"),
+    "Manifest": ("_manifest", "Manifest"),
+    "SettingDecl": ("_manifest", "SettingDecl"),
+    "load_manifest": ("_manifest", "load_manifest"),
+    "parse_manifest": ("_manifest", "parse_manifest"),
+    "Runtime": ("_runtime", "Runtime"),
+    "RunOptions": ("_session", "RunOptions"),
+    "ArtifactRecord": ("_storage", "ArtifactRecord"),
+    "AsyncStore": ("_storage", "AsyncStore"),
+    "CycleRecord": ("_storage", "CycleRecord"),
+    "Page": ("_storage", "Page"),
+    "SessionRecord": ("_storage", "SessionRecord"),
+    "SessionStatus": ("_storage", "SessionStatus"),
+    "Store": ("_storage", "Store"),
+    "StoredEvent": ("_storage", "StoredEvent"),
+    "Workspace": ("_workspace", "Workspace"),
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(f".{module}", __name__), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = [
+    "ArtifactRecord",
+    "AsyncHookCaller",
+    "AsyncHooks",
+    "AsyncStore",
     "AutoGPTError",
     "CommandArgumentsError",
+    "CommandDecl",
     "CommandError",
+    "CommandRegistry",
+    "Config",
     "ConfigError",
     "ConflictError",
+    "CycleRecord",
     "HookError",
+    "HookManager",
     "HookTimeout",
     "LLMError",
+    "Limits",
+    "Manifest",
     "ManifestError",
     "ManifestIssue",
     "MissingAPIKeyError",
     "OrderingError",
+    "Page",
     "PermissionDenied",
     "PluginError",
     "PluginLoadError",
+    "PluginRecord",
+    "PluginSet",
+    "RegisteredCommand",
     "RegistrationError",
     "ReplayMismatchError",
+    "RunOptions",
+    "Runtime",
     "SessionNotFound",
+    "SessionRecord",
+    "SessionStatus",
+    "SettingDecl",
     "StorageError",
+    "Store",
+    "StoredEvent",
     "UnknownCommandError",
+    "Workspace",
     "WorkspaceError",
     "__version__",
+    "load_config",
+    "load_manifest",
+    "load_plugins",
+    "parse_manifest",
+    "scan_plugins",
 ]

@@ -14,6 +14,8 @@ import hookspecs
 
 
 def _public_names(module: types.ModuleType) -> list[str]:
+    for name in getattr(module, "_LAZY", {}):
+        getattr(module, name)  # lazily exported names appear once used
     return sorted(
         name
         for name, value in vars(module).items()
@@ -34,6 +36,28 @@ def test_all_lists_every_public_name(module: types.ModuleType) -> None:
     ]
     assert sorted(listed) == public
     assert list(module.__all__) == sorted(module.__all__)
+
+
+def test_lazy_exports_resolve_and_unknown_names_fail() -> None:
+    """Every name in autogpt_core.__all__ resolves; a missing one is an AttributeError."""
+    for name in autogpt_core.__all__:
+        assert getattr(autogpt_core, name) is not None
+    with pytest.raises(AttributeError, match="no_such_name"):
+        autogpt_core.no_such_name  # noqa: B018
+
+
+def test_version_needs_no_engine() -> None:
+    """The CLI's parser (all --version builds) imports neither the loader nor storage."""
+    code = (
+        "import sys\n"
+        "from autogpt_core._cli import build_parser\n"
+        "build_parser()\n"
+        "heavy = ('autogpt_core._loader', 'autogpt_core._storage', 'autogpt_core._runtime',"
+        " 'hookspecs._types', 'sqlite3', 'openai')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_importing_hookspecs_pulls_in_no_engine() -> None:

@@ -17,8 +17,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from autogpt_core._errors import StorageError
-from autogpt_core._storage import AsyncStore, Store
+from autogpt_core import AsyncStore, StorageError, Store
 from hookspecs import (
     CommandContext,
     MemoryHit,

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 
-from autogpt_core._errors import WorkspaceError
-from autogpt_core._workspace import Workspace
+from autogpt_core import Workspace, WorkspaceError
 from hookspecs import (
     CommandContext,
     PromptBuilder,
