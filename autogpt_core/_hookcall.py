@@ -348,9 +348,11 @@ async def _isolated(
     function, _argnames, _kwargnames, kind, plugin, _impl = step
     error: HookError
     try:
+        # A plain sync implementation cannot be interrupted, so a deadline (a cancel scope
+        # per call, on the hot path of every cycle) would buy nothing for it.
+        if kind == SYNC:
+            return function(*args, **kw), None
         if seconds is None:
-            if kind == SYNC:
-                return function(*args, **kw), None
             return await _invoke(function, kind, args, kw), None
         with trio.move_on_after(seconds):
             return await _invoke(function, kind, args, kw), None
