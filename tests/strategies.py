@@ -3,11 +3,25 @@
 Hook calling: ``scenarios()`` draws random plugin sets for the parity property test of the
 awaitable hook caller (``tests/test_hookcall.py``) -- plain data that the test turns into
 hook implementations, once async-capable and once as their plain-sync equivalents.
+
+Workspace paths: a ``PathSpec`` is a path in the abstract (an anchor and segments);
+``render`` turns it into a string for one concrete ``Layout``: a workspace holding symbolic
+links that point out of it, next to an ``outside`` directory holding a secret the sandbox
+must never touch (``tests/test_workspace.py``).
+
+Manifests: arbitrary YAML documents, valid manifests with fields replaced, manifests valid
+by construction, and random plugin dependency graphs (``tests/test_manifest.py``,
+``tests/test_ordering.py``).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Any
+
 import attrs
+import yaml
 from hypothesis import strategies as st
 
 # --- hook calling ------------------------------------------------------------------------
@@ -138,3 +152,306 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     return Scenario(
         plugins=tuple(plugins), order=tuple(order), calls=tuple(calls), unregister=unregister
     )
+
+
+# --- workspace paths (tests/test_workspace.py) -----------------------------------------
+
+SECRET = "TOP-SECRET-5b1e0c7a: outside the workspace"
+
+#: Names that mean something in the layout: links out, back in, loops, real files.
+INTERESTING = (
+    "..",
+    ".",
+    "",
+    "out",
+    "out_abs",
+    "secret_link",
+    "dangling",
+    "dangling_dir",
+    "loop",
+    "up",
+    "root_link",
+    "inner",
+    "sub",
+    "back",
+    "notes.txt",
+    "ws",
+    "outside",
+    "secret.txt",
+    "new.txt",
+    "a\x00b",
+)
+
+#: Ordinary names, so that many generated paths are valid and the operations really run.
+PLAIN = (".", "a", "b", "notes.txt", "sub", "inner", "new.txt", "d\u00e9j\u00e0 vu.md", "\u6587")
+
+ANCHORS = ("/", "<root>", "<outside>", "<tmp>")
+
+
+@attrs.frozen
+class Layout:
+    """A temporary tree: ``root`` (the workspace) and ``outside``, both under ``tmp``."""
+
+    tmp: Path
+    root: Path
+    outside: Path
+
+
+def build_layout(tmp: Path) -> Layout:
+    """Create the workspace, the outside directory with its secret, and the links."""
+    tmp = Path(os.path.realpath(tmp))
+    root, outside = tmp / "ws", tmp / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text(SECRET, encoding="utf-8")
+    (root / "sub" / "notes.txt").write_text("inside\n", encoding="utf-8")
+    links = {
+        "out": "../outside",
+        "out_abs": str(outside),
+        "secret_link": str(outside / "secret.txt"),
+        "dangling": str(outside / "new.txt"),
+        "dangling_dir": str(outside / "newdir" / "x"),
+        "loop": "loop",
+        "up": "..",
+        "root_link": "/",
+        "inner": "sub",
+        "sub/back": "../../outside",
+    }
+    for name, target in links.items():
+        os.symlink(target, root / name)
+    return Layout(tmp=tmp, root=root, outside=outside)
+
+
+@attrs.frozen
+class PathSpec:
+    """A path before it meets a layout: ``anchor`` is "", "/" or a layout directory."""
+
+    anchor: str
+    segments: tuple[str, ...]
+    trailing_slash: bool = False
+
+    def render(self, layout: Layout) -> str:
+        body = "/".join(self.segments) + ("/" if self.trailing_slash else "")
+        anchors = {
+            "": "",
+            "/": "/",
+            "<root>": f"{layout.root}/",
+            "<outside>": f"{layout.outside}/",
+            "<tmp>": f"{layout.tmp}/",
+        }
+        return anchors[self.anchor] + body
+
+
+def segments() -> st.SearchStrategy[str]:
+    """One path segment: an ordinary or meaningful name, arbitrary text, or a long one."""
+    plain = st.sampled_from(PLAIN)
+    return st.one_of(
+        plain,
+        plain,
+        plain,
+        st.sampled_from(INTERESTING),
+        st.sampled_from(INTERESTING),
+        st.text(min_size=1, max_size=12),
+        st.text(alphabet="ab\u00e9\u6587", min_size=60, max_size=130),
+    )
+
+
+def path_specs() -> st.SearchStrategy[PathSpec]:
+    """Paths of up to four segments under any anchor."""
+    return st.builds(
+        PathSpec,
+        anchor=st.one_of(st.just(""), st.just(""), st.sampled_from(ANCHORS)),
+        segments=st.lists(segments(), min_size=1, max_size=4).map(tuple),
+        trailing_slash=st.sampled_from((False, False, False, True)),
+    )
+
+
+# --- manifests and plugin graphs (tests/test_manifest.py, tests/test_ordering.py) ------
+
+scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+)
+json_values = st.recursive(
+    scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+plugin_ids = st.from_regex(r"[a-z][a-z0-9_-]{0,10}", fullmatch=True)
+
+
+def valid_manifest_dict() -> dict[str, Any]:
+    return {
+        "manifest_version": 1,
+        "id": "sample",
+        "name": "Sample",
+        "version": "1.0",
+        "enabled_by_default": True,
+        "permissions": ["fs.read", "network"],
+        "capabilities": {
+            "commands": [
+                {
+                    "name": "fetch",
+                    "description": "Fetch a thing.",
+                    "aliases": ["get"],
+                    "permissions": ["network"],
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"url": {"type": "string"}},
+                        "required": ["url"],
+                    },
+                }
+            ]
+        },
+        "requires": ["base"],
+        "load_after": ["other"],
+        "requirements": ["httpx>=0.27"],
+        "config": {"settings": {"timeout": {"type": "number", "default": 2.5}}},
+        "codeowners": ["@team"],
+    }
+
+
+_PATHS: list[tuple[Any, ...]] = [
+    ("manifest_version",),
+    ("id",),
+    ("name",),
+    ("version",),
+    ("enabled_by_default",),
+    ("permissions",),
+    ("permissions", 0),
+    ("capabilities",),
+    ("capabilities", "commands"),
+    ("capabilities", "commands", 0),
+    ("capabilities", "commands", 0, "name"),
+    ("capabilities", "commands", 0, "aliases"),
+    ("capabilities", "commands", 0, "parameters"),
+    ("capabilities", "commands", 0, "parameters", "type"),
+    ("capabilities", "commands", 0, "permissions", 0),
+    ("requires",),
+    ("requires", 0),
+    ("requirements", 0),
+    ("config",),
+    ("config", "settings"),
+    ("config", "settings", "timeout"),
+    ("config", "settings", "timeout", "default"),
+    ("config", "settings", "timeout", "type"),
+    ("codeowners",),
+    ("requires_core",),
+    ("unknown_field",),
+]
+
+
+@st.composite
+def manifest_dicts(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid manifest with a few fields replaced by arbitrary values (or deleted)."""
+    data = valid_manifest_dict()
+    for path in draw(st.lists(st.sampled_from(_PATHS), max_size=3)):
+        node: Any = data
+        for key in path[:-1]:
+            if isinstance(node, dict):
+                node = node.get(key)
+            elif isinstance(node, list) and isinstance(key, int) and key < len(node):
+                node = node[key]
+            else:
+                node = None
+        if not isinstance(node, dict | list):
+            continue
+        key = path[-1]
+        if isinstance(node, list) and (not isinstance(key, int) or key >= len(node)):
+            continue
+        if draw(st.booleans()) and isinstance(node, dict):
+            node.pop(key, None)
+        else:
+            node[key] = draw(json_values)
+    return data
+
+
+@st.composite
+def yaml_documents(draw: st.DrawFn) -> str:
+    """YAML text: dumps of arbitrary values and manifests, or arbitrary text."""
+    choice = draw(st.integers(0, 2))
+    if choice == 0:
+        return draw(st.text(max_size=200))
+    if choice == 1:
+        return yaml.safe_dump(draw(json_values))
+    return yaml.safe_dump(draw(manifest_dicts()))
+
+
+@st.composite
+def plugin_graphs(draw: st.DrawFn) -> dict[str, dict[str, list[str]]]:
+    """Plugins with random requires / load_after / load_before edges among themselves."""
+    ids = draw(st.lists(plugin_ids, min_size=1, max_size=8, unique=True))
+    graph: dict[str, dict[str, list[str]]] = {}
+    for pid in ids:
+        others = [o for o in ids if o != pid]
+        pick = st.lists(st.sampled_from(others), max_size=2, unique=True) if others else st.just([])
+        graph[pid] = {
+            "requires": draw(pick),
+            "load_after": draw(pick) + draw(st.lists(plugin_ids, max_size=1)),
+            "load_before": draw(pick),
+        }
+    return graph
+
+
+_PERMISSIONS = ["fs.read", "fs.write", "network", "shell", "install", "secrets:TOKEN"]
+_command_names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+_SETTING_VALUES = {
+    "string": st.text(max_size=5),
+    "integer": st.integers(),
+    "number": st.floats(allow_nan=False, allow_infinity=False),
+    "boolean": st.booleans(),
+}
+
+
+@st.composite
+def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
+    """Manifests that are valid by construction, with every optional field exercised."""
+    permissions = draw(st.lists(st.sampled_from(_PERMISSIONS), unique=True))
+    names = draw(st.lists(_command_names, max_size=4, unique=True))
+    commands = [
+        {
+            "name": name,
+            "description": draw(st.text(min_size=1, max_size=10)),
+            "aliases": [f"{name}_alias"] if draw(st.booleans()) else [],
+            "permissions": draw(st.lists(st.sampled_from(permissions), unique=True))
+            if permissions
+            else [],
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    p: {"type": "string"} for p in draw(st.lists(_command_names, max_size=3))
+                },
+            },
+        }
+        for name in names
+    ]
+    settings = {}
+    for name in draw(st.lists(_command_names, max_size=3, unique=True)):
+        kind = draw(st.sampled_from(sorted(_SETTING_VALUES)))
+        settings[name] = {
+            "type": kind,
+            "default": draw(_SETTING_VALUES[kind]),
+            "secret": draw(st.booleans()),
+        }
+    pid = draw(plugin_ids)
+    others = st.lists(plugin_ids.filter(lambda o: o != pid), max_size=2, unique=True)
+    return {
+        "manifest_version": 1,
+        "id": pid,
+        "name": draw(st.text(min_size=1, max_size=10)),
+        "version": draw(st.from_regex(r"[0-9]{1,2}(\.[0-9]{1,2}){0,2}", fullmatch=True)),
+        "description": draw(st.text(max_size=20)),
+        "enabled_by_default": draw(st.booleans()),
+        "requires_core": draw(st.sampled_from(["", ">=0.1", ">=0.1,<1", "~=0.1"])),
+        "permissions": permissions,
+        "capabilities": {"commands": commands},
+        "requires": draw(others),
+        "load_after": draw(others),
+        "load_before": draw(others),
+        "requirements": draw(
+            st.lists(st.sampled_from(["httpx>=0.27", "attrs", "pyyaml<7"]), unique=True)
+        ),
+        "config": {"settings": settings},
+        "codeowners": draw(st.lists(st.text(min_size=1, max_size=5), max_size=2)),
+    }

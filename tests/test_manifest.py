@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from autogpt_core import ManifestError
 from autogpt_core._manifest import Manifest, load_manifest, parse_manifest, validate_manifest
-from tests.strategies_manifest import json_values, manifest_dicts, valid_manifests, yaml_documents
+from tests.strategies import json_values, manifest_dicts, valid_manifests, yaml_documents
 
 VALID = """
 manifest_version: 1

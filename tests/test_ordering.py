@@ -6,7 +6,7 @@ from hypothesis import given, settings
 
 from autogpt_core._manifest import Manifest
 from autogpt_core._ordering import resolve_order
-from tests.strategies_manifest import plugin_graphs
+from tests.strategies import plugin_graphs
 
 
 def _m(

@@ -23,7 +23,7 @@ from autogpt_core._errors import WorkspaceError
 from autogpt_core._workspace import DEFAULT_READ_LIMIT, Workspace, show_path
 from hookspecs import BLOCKING_ATTR, CommandContext, PromptBuilder, SessionView
 
-from .strategies_paths import SECRET, Layout, PathSpec, build_layout, path_specs
+from .strategies import SECRET, Layout, PathSpec, build_layout, path_specs
 
 PLUGIN_DIR = Path(workspace_plugin.__file__).parent
 SCHEMA = Path(hookspecs.__file__).parent / "manifest.schema.json"
