@@ -513,4 +513,3 @@ def history_from_cycles(cycles: list[CycleRecord]) -> list[Message]:
     for cycle in cycles:
         messages.extend(cycle.messages)
     return messages
-
