@@ -313,13 +313,25 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
+    from packaging.requirements import InvalidRequirement, Requirement
+
     specs = []
     for name in args.names:
         looks_like_path = "/" in name or name.startswith(".") or name.endswith((".whl", ".tar.gz"))
-        if looks_like_path or name.startswith("autogpt-plugin-") or "==" in name:
+        if looks_like_path:
             specs.append(name)
-        else:
-            specs.append(f"autogpt-plugin-{name}")
+            continue
+        try:
+            requirement = Requirement(name)
+        except InvalidRequirement as exc:
+            raise ConfigError(
+                f"{name!r} is neither a plugin name (e.g. 'hello' or 'hello>=1.0') nor a "
+                f"path: {exc}"
+            ) from None
+        # Always the plugin's distribution: 'notes==1.0' must never install PyPI's 'notes'.
+        if not requirement.name.startswith("autogpt-plugin-"):
+            requirement.name = f"autogpt-plugin-{requirement.name}"
+        specs.append(str(requirement))
     command = [sys.executable, "-m", "pip", "install", *specs]
     print("$ " + " ".join(command))
     return subprocess.call(command)

@@ -129,7 +129,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = trio.run(main)
     except BaseExceptionGroup as group:
         # The session runs in a nursery beside the signal watcher: report our own errors
-        # (a missing key, a bad recording) as themselves, not as a group.
+        # (a missing key, a bad recording) and a second Ctrl-C as themselves, not a group.
+        interrupted, _ = group.split(KeyboardInterrupt)
+        if interrupted is not None:
+            raise KeyboardInterrupt from None
         ours = _only_autogpt_errors(group)
         if ours is None:
             raise
@@ -137,7 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome is None:
         print(
             "autogpt: interrupted; the session was saved: resume it with "
-            "'autogpt run --resume ID' (see 'autogpt sessions')",
+            f"'autogpt run --resume {session_id}'",
             file=sys.stderr,
         )
         return 130

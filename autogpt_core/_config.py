@@ -22,6 +22,7 @@ granted (file commands are confined to the session's workspace anyway).
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from ._errors import ConfigError
 
 APP_NAME = "autogpt"
 DEFAULT_GRANTS = frozenset({"fs.read", "fs.write"})
+PERMISSION = re.compile(r"fs\.read|fs\.write|network|shell|install|secrets:[A-Za-z_][A-Za-z0-9_]*")
 
 _TOP_LEVEL = {"plugins", "permissions", "llm", "limits", "data_dir"}
 _SECTIONS: dict[str, set[str]] = {
@@ -184,6 +186,13 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
         raise fail(
             "permissions.grant", "expected a list of permissions", "write it like [fs.read, shell]"
         )
+    for grant in grants:
+        if not PERMISSION.fullmatch(grant):
+            raise fail(
+                "permissions.grant",
+                f"{grant!r} is not a permission",
+                "use fs.read, fs.write, network, shell, install or secrets:NAME",
+            )
 
     limits_raw = sections["limits"]
     limit_kwargs: dict[str, Any] = {}

@@ -317,7 +317,13 @@ def _call_per_plugin(pm: HookManager, plugin: object, hook: str, **kwargs: Any) 
             result = impl.function(*args)
         except BaseException as exc:
             if tracer is not None:
-                tracer(hook, impl.plugin_name, time.perf_counter() - started, f"raised {exc!r}")
+                # The type only: a message could quote a secret.
+                tracer(
+                    hook,
+                    impl.plugin_name,
+                    time.perf_counter() - started,
+                    f"raised {type(exc).__name__}",
+                )
             raise
         if tracer is not None:
             tracer(hook, impl.plugin_name, time.perf_counter() - started, "ok")

@@ -10,6 +10,7 @@ permissions within the plugin's permissions, unique command names) live here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -22,6 +23,8 @@ import yaml
 from ._errors import ManifestError, ManifestIssue
 
 MANIFEST_FILENAME = "autogpt-plugin.yaml"
+# Environment variables that hold credentials by their name's convention.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 MANIFEST_VERSION = 1
 
 
@@ -434,6 +437,27 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
         issues.extend(_parameter_issues(command.get("parameters"), f"{where}.parameters", source))
     settings = data.get("config", {}).get("settings", {})
     for name, setting in settings.items():
+        env = setting.get("env")
+        if env and (setting.get("secret") or _SECRET_NAME.search(env)):
+            where = f"config.settings.{name}"
+            if f"secrets:{env}" not in declared:
+                issues.append(
+                    ManifestIssue(
+                        source,
+                        f"{where}.env",
+                        f"reading the secret ${env} needs the permission 'secrets:{env}'",
+                        f"add 'secrets:{env}' to 'permissions'",
+                    )
+                )
+            if not setting.get("secret"):
+                issues.append(
+                    ManifestIssue(
+                        source,
+                        f"{where}.secret",
+                        f"${env} looks like a secret but the setting is not marked secret",
+                        "add 'secret: true' so that its value is never shown",
+                    )
+                )
         if "default" in setting and setting["default"] is not None:
             want = setting["type"]
             if not matches_type(setting["default"], want):

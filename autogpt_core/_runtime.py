@@ -109,11 +109,20 @@ class Runtime:
             self._plugins = load(self.config, pm_factory=self._pm_factory)
         self.redactor.add(self.plugins.secrets)
         self.pm.register(_ProviderBridge(self), name=CORE_PLUGIN_NAME)
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._store = await AsyncStore.open(self.store_path)
-        await self.pm.ahook.autogpt_startup.call(
-            {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
-        )
+        try:
+            self.config.data_dir.mkdir(parents=True, exist_ok=True)
+            self._store = await AsyncStore.open(self.store_path)
+            await self.pm.ahook.autogpt_startup.call(
+                {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
+            )
+        except BaseException:
+            # __aexit__ does not run when __aenter__ fails: undo what was done here.
+            with trio.CancelScope(shield=True):
+                if self._store is not None:
+                    await self._store.aclose()
+                    self._store = None
+            self.pm.unregister(name=CORE_PLUGIN_NAME)
+            raise
         return self
 
     async def __aexit__(
@@ -140,13 +149,14 @@ class Runtime:
     def provider_for(self, session_id: str) -> LLMProvider:
         return self._providers[session_id]
 
-    def make_provider(self, options: RunOptions, *, resume_from: int = 0) -> LLMProvider:
+    async def make_provider(self, options: RunOptions, *, resume_from: int = 0) -> LLMProvider:
         """Build the provider ``options.llm`` names (``openai``, ``replay:FILE``, ...)."""
         spec = options.llm or self.config.llm_provider or "openai"
         name, _, argument = spec.partition(":")
         registered = self.plugins.providers
-        if name not in registered:
-            available = ", ".join(sorted(registered)) or "none"
+        if name not in registered or name == "record":
+            # "record" wraps another provider (--record FILE); it is not one on its own.
+            available = ", ".join(sorted(n for n in registered if n != "record")) or "none"
             raise ConfigError(
                 f"no LLM provider {name!r} is available (available: {available}); "
                 "enable the plugin that provides it with 'autogpt plugins enable ID'"
@@ -172,9 +182,14 @@ class Runtime:
                 raise ConfigError(
                     "--record needs the 'llm_replay' plugin: autogpt plugins enable llm_replay"
                 )
-            provider = registered["record"][1](
-                ProviderOptions(extra={"path": str(options.record), "inner": provider})
-            )
+            try:
+                provider = registered["record"][1](
+                    ProviderOptions(extra={"path": str(options.record), "inner": provider})
+                )
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await provider.aclose()
+                raise
         return provider
 
     # -- sessions -----------------------------------------------------------------------
@@ -199,7 +214,6 @@ class Runtime:
             options.workspace or self.config.data_dir / "workspaces" / session_id
         ).resolve()
         workspace.mkdir(parents=True, exist_ok=True)
-        provider = self.make_provider(options)
         stored = {
             "llm": options.llm,
             "model": options.model,
@@ -209,6 +223,7 @@ class Runtime:
             "max_cost": options.max_cost,
             "continuous": options.continuous,
         }
+        provider = await self.make_provider(options)
         try:
             await self.store.create_session(goal, workspace, session_id=session_id, config=stored)
             session = Session(
@@ -228,8 +243,18 @@ class Runtime:
     async def resume(self, session_id: str, options: RunOptions | None = None) -> SessionOutcome:
         """Continue a stored session from its last completed cycle."""
         record = await self.store.get_session(session_id)
-        saved = dict(record.config)
+        if record.status == "finished":
+            raise ConfigError(
+                f"session {session_id} already finished ({record.result or 'no result'}); "
+                "start a new one with 'autogpt run GOAL'"
+            )
         given = options or RunOptions()
+        if given.workspace is not None and given.workspace.resolve() != record.workspace:
+            raise ConfigError(
+                f"session {session_id} works in {record.workspace}; a resumed session keeps "
+                "its workspace: drop --workspace"
+            )
+        saved = dict(record.config)
         merged = RunOptions(
             llm=given.llm or saved.get("llm"),
             model=given.model or saved.get("model"),
@@ -250,7 +275,7 @@ class Runtime:
         )
         cycles = await self.store.load_cycles(session_id)
         done = cycles[-1].number if cycles else 0
-        provider = self.make_provider(merged, resume_from=done)
+        provider = await self.make_provider(merged, resume_from=done)
         try:
             await self.store.update_session_status(session_id, "running")
             session = Session(

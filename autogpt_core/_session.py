@@ -18,7 +18,9 @@ that raises or overruns its deadline is reported as an error event and the sessi
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -34,6 +36,7 @@ from hookspecs import (
     CommandContext,
     CommandResult,
     CommandReview,
+    Confirmation,
     ConfirmationRequest,
     Event,
     EventKind,
@@ -51,6 +54,7 @@ from hookspecs import (
     SessionView,
 )
 
+from ._commands import RegisteredCommand
 from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied
 from ._storage import CycleRecord, SessionStatus
 
@@ -108,7 +112,7 @@ class Session:
     history: list[Message] = attrs.field(factory=list)
     cycle: int = 0
     failures: int = 0
-    granted: set[str] = attrs.field(factory=set)
+    granted: set[tuple[str, str]] = attrs.field(factory=set)
     pending_events: list[Event] = attrs.field(factory=list)
     view: SessionView = attrs.field(default=None)
 
@@ -172,17 +176,24 @@ class Session:
             {"plugin": error.plugin, "hook": error.hook, "error": str(error)},
         )
 
-    async def hook(self, name: str, **kwargs: Any) -> Any:
+    async def hook(self, name: str, *, seconds: float | None = None, **kwargs: Any) -> Any:
         """Call a hook with the session's deadline, isolating failing implementations."""
+        result, _ = await self.hook_checked(name, seconds=seconds, **kwargs)
+        return result
+
+    async def hook_checked(
+        self, name: str, *, seconds: float | None = None, **kwargs: Any
+    ) -> tuple[Any, list[HookError]]:
+        """``hook``, also returning the errors that were reported (for fail-closed checks)."""
         errors: list[HookError] = []
         result = await getattr(self.runtime.pm.ahook, name).call(
             {"session": self.view, **kwargs},
-            timeout=self.runtime.hook_timeout,
+            timeout=self.runtime.hook_timeout if seconds is None else seconds,
             isolate=errors.append,
         )
         for error in errors:
             await self.report(error)
-        return result
+        return result, errors
 
     # -- the model ----------------------------------------------------------------------
 
@@ -199,7 +210,8 @@ class Session:
     async def ask_user(self, question: str) -> str | None:
         if self.options.continuous:
             return None
-        answer = await self.hook("user_input", question=question)
+        # A person answers at their own pace: no hook deadline here.
+        answer = await self.hook("user_input", question=question, seconds=math.inf)
         return answer if isinstance(answer, str) else None
 
     # -- the loop -----------------------------------------------------------------------
@@ -209,9 +221,9 @@ class Session:
         if b.max_cycles is not None and b.cycles >= b.max_cycles:
             return f"reached the limit of {b.max_cycles} cycles (raise it with --max-cycles)"
         if b.max_tokens is not None and b.tokens >= b.max_tokens:
-            return f"used {b.tokens} of {b.max_tokens} tokens"
+            return f"used {b.tokens} of {b.max_tokens} tokens (raise it with --max-tokens)"
         if b.max_cost_usd is not None and b.cost_usd >= b.max_cost_usd:
-            return f"spent ${b.cost_usd:.4f} of ${b.max_cost_usd:.4f}"
+            return f"spent ${b.cost_usd:.4f} of ${b.max_cost_usd:.4f} (raise it with --max-cost)"
         return None
 
     async def run(self) -> SessionOutcome:
@@ -246,9 +258,16 @@ class Session:
                 await self._finish(outcome)
             raise
         except (LLMError, HookError) as exc:
-            outcome = SessionOutcome("failed", self.runtime.redact(str(exc)), self.cycle)
-        except BaseException:
-            outcome = SessionOutcome("failed", "internal error", self.cycle)
+            # A provider's error arrives wrapped by the hook that called it: report the
+            # provider's own message, which says what to fix.
+            cause = exc.__cause__ if isinstance(exc.__cause__, LLMError) else exc
+            outcome = SessionOutcome("failed", self.runtime.redact(str(cause)), self.cycle)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                outcome = SessionOutcome("interrupted", "stopped before finishing", self.cycle)
+            else:
+                why = f"internal error: {type(exc).__name__}: {exc}"
+                outcome = SessionOutcome("failed", self.runtime.redact(why), self.cycle)
             with trio.CancelScope(shield=True):
                 await self._finish(outcome)
             raise
@@ -295,10 +314,23 @@ class Session:
             cost_usd=self.budget.cost_usd + plan.usage.cost_usd,
         )
         view = self.refresh_view()
-        await self.emit(EventKind.PLAN, {"text": plan.text, "call": _call_json(plan.call)})
+        await self.emit(
+            EventKind.PLAN, {"text": plan.text, "call": _call_json(plan.call), "error": plan.error}
+        )
         review = PlanReview(plan)
         await self.hook("post_plan", review=review)
-        plan = review.plan
+        if isinstance(review.plan, Plan):
+            plan = review.plan
+        else:
+            await self.emit(
+                EventKind.ERROR,
+                {
+                    "plugin": "(a post_plan implementation)",
+                    "hook": "post_plan",
+                    "error": f"review.plan was set to {type(review.plan).__name__}, not a Plan; "
+                    "the planner's plan is kept",
+                },
+            )
 
         result: CommandResult | None = None
         if review.vetoed is not None:
@@ -314,7 +346,8 @@ class Session:
             )
             self.failures += 1
         else:
-            result = await self.execute(plan.call)
+            result, executed = await self.execute(plan.call)
+            plan = attrs.evolve(plan, call=executed)
             observation = result.output if result.ok else f"Error: {result.error}"
             self.failures = 0 if result.ok else self.failures + 1
 
@@ -373,7 +406,7 @@ class Session:
 
     def _memory_text(self, plan: Plan, observation: str) -> str:
         if plan.call is None:
-            return _short(f"Cycle {self.cycle}: {observation}", 1000)
+            return self.runtime.redactor.text(_short(f"Cycle {self.cycle}: {observation}", 1000))
         args = json.dumps(dict(plan.call.arguments), sort_keys=True, default=str)
         return self.runtime.redactor.text(
             _short(f"Cycle {self.cycle}: {plan.call.command}({args}) -> {observation}", 1000)
@@ -399,32 +432,52 @@ class Session:
 
     # -- commands -----------------------------------------------------------------------
 
-    async def execute(self, call: CommandCall) -> CommandResult:
-        """Check, confirm, review and run ``call``; every failure becomes a result."""
+    async def execute(self, call: CommandCall) -> tuple[CommandResult, CommandCall]:
+        """Review, check, confirm and run ``call``; every failure becomes a result.
+
+        Returns the result and the call that was actually run (after ``pre_command``).
+        ``pre_command`` runs first, so that what is validated and confirmed is exactly
+        what runs: the arguments are copied after the review, and the copy is what the
+        permission check, the confirmation and the command see. A ``pre_command``
+        implementation that fails counts as a refusal (a failed check never lets a
+        command through).
+        """
         try:
             command = self.runtime.plugins.commands.get(call.command)
             command.validate(call.arguments)
-            await self.check_permissions(call, command.plugin_id, command.decl.permissions)
             review = CommandReview(call)
-            await self.hook("pre_command", review=review)
+            _, errors = await self.hook_checked("pre_command", review=review)
+            if errors:
+                raise PermissionDenied(
+                    f"command {call.command!r} was not run: the pre_command check of plugin "
+                    f"{errors[0].plugin!r} failed ({errors[0]})"
+                )
             if review.refused is not None:
                 raise PermissionDenied(f"command {call.command!r} was refused: {review.refused}")
-            if review.call != call:
-                call = review.call
-                command = self.runtime.plugins.commands.get(call.command)
-                command.validate(call.arguments)
-                await self.check_permissions(call, command.plugin_id, command.decl.permissions)
+            if not isinstance(review.call, CommandCall):
+                raise PermissionDenied(
+                    f"command {call.command!r} was not run: a pre_command implementation "
+                    f"replaced it with {type(review.call).__name__}, not a CommandCall"
+                )
+            call = CommandCall(
+                review.call.command,
+                copy.deepcopy(dict(review.call.arguments)),
+                review.call.call_id or call.call_id,
+            )
+            command = self.runtime.plugins.commands.get(call.command)
+            command.validate(call.arguments)
+            await self.check_permissions(call, command)
         except AutoGPTError as exc:
             refused = CommandResult.failure(str(exc))
             await self.emit(EventKind.RESULT, {"command": call.command, **_result_json(refused)})
-            return refused
+            return refused, call
 
         await self.emit(
             EventKind.COMMAND,
             {
                 "command": command.name,
                 "plugin": command.plugin_id,
-                "arguments": dict(call.arguments),
+                "arguments": copy.deepcopy(dict(call.arguments)),
             },
         )
         timeout = command.decl.timeout or self.runtime.config.limits.command_timeout
@@ -435,28 +488,36 @@ class Session:
             ask_user=self.ask_user,
         )
         result: CommandResult | None = None
-        with trio.move_on_after(timeout if timeout else float("inf")) as scope:
+        with trio.move_on_after(timeout if timeout else math.inf) as scope:
             try:
-                result = await command.invoke(call.arguments, ctx)
+                result = await command.invoke(copy.deepcopy(dict(call.arguments)), ctx)
             except Exception as exc:  # the plugin's failure is the model's observation
                 result = CommandResult.failure(
                     f"command {command.name!r} failed: {type(exc).__name__}: {exc}"
                 )
         if scope.cancelled_caught or result is None:
+            # A worker thread cannot be stopped: a blocking command may still finish later.
             result = CommandResult.failure(
-                f"command {command.name!r} did not finish within {timeout}s and was cancelled"
+                f"command {command.name!r} did not finish within {timeout}s; it was abandoned "
+                "and its effects, if any, may still appear"
             )
         replaced = await self.hook("post_command", call=call, result=result)
         if isinstance(replaced, CommandResult):
             result = replaced
         await self.emit(EventKind.RESULT, {"command": command.name, **_result_json(result)})
-        return result
+        return result, call
 
-    async def check_permissions(
-        self, call: CommandCall, plugin_id: str, needed: tuple[str, ...]
-    ) -> None:
+    async def check_permissions(self, call: CommandCall, command: RegisteredCommand) -> None:
+        """Refuse, or ask the user about, permissions the command needs but lacks.
+
+        Grants from the config apply to every plugin; an "always" answer grants the
+        permissions to that plugin only, for the rest of the session.
+        """
+        plugin_id = command.plugin_id
         missing = tuple(
-            p for p in needed if p not in self.runtime.config.grants and p not in self.granted
+            p
+            for p in command.decl.permissions
+            if p not in self.runtime.config.grants and (plugin_id, p) not in self.granted
         )
         if not missing:
             return
@@ -466,6 +527,7 @@ class Session:
                 EventKind.CONFIRMATION,
                 {
                     "command": call.command,
+                    "plugin": plugin_id,
                     "missing": list(missing),
                     "approved": False,
                     "reason": "continuous mode",
@@ -480,28 +542,30 @@ class Session:
             call=call,
             plugin_id=plugin_id,
             missing_permissions=missing,
-            description=self.runtime.plugins.commands.get(call.command).decl.description,
+            description=command.decl.description,
         )
-        answer = await self.hook("confirm", request=request)
-        approved = bool(answer is not None and getattr(answer, "approved", False))
+        # A person answers at their own pace: no hook deadline here.
+        answer = await self.hook("confirm", request=request, seconds=math.inf)
+        approved = isinstance(answer, Confirmation) and answer.approved
+        reason = answer.reason if isinstance(answer, Confirmation) else "nobody answered"
         await self.emit(
             EventKind.CONFIRMATION,
             {
                 "command": call.command,
+                "plugin": plugin_id,
                 "missing": list(missing),
                 "approved": approved,
-                "reason": getattr(answer, "reason", "") if answer is not None else "no answer",
+                "reason": reason,
             },
         )
         if not approved:
-            why = getattr(answer, "reason", "") if answer is not None else "nobody answered"
             raise PermissionDenied(
                 f"the user did not allow command {call.command!r} (needs {perms})"
-                + (f": {why}" if why else "")
+                + (f": {reason}" if reason else "")
                 + ". Try another way to reach the goal"
             )
-        if getattr(answer, "remember", False):
-            self.granted.update(missing)
+        if isinstance(answer, Confirmation) and answer.remember:
+            self.granted.update((plugin_id, p) for p in missing)
 
 
 def new_session_id() -> str:

@@ -340,9 +340,9 @@ class EventKind(enum.StrEnum):
     ============== ==========================================================================
     session_start  ``goal``, ``workspace``, ``resumed_at`` (0, or the cycle resumed after)
     plan           ``text`` (the model's words), ``call`` (``{command, arguments, call_id}``
-                   or ``None``)
+                   or ``None``), ``error`` (what was wrong with the model's answer, or ``None``)
     thought        ``text``
-    confirmation   ``command``, ``missing`` (permissions), ``approved``, ``reason``
+    confirmation   ``command``, ``plugin``, ``missing`` (permissions), ``approved``, ``reason``
     command        ``command``, ``plugin``, ``arguments``
     result         ``command``, ``ok``, ``output``, ``error``, ``final``
     error          ``plugin``, ``hook``, ``error`` (a plugin failed; the session goes on)

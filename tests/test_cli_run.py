@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.clirun import autogpt, cli_env
-from tests.fake_openai import FakeToolCall, Reply, fake_openai_in_thread
+from tests.fake_openai import FakeOpenAI, FakeToolCall, Reply, fake_openai_in_thread
 
 GOAL = "Write three files, one per cycle, then finish."
 
@@ -47,6 +47,16 @@ def _wait_for_cycles(
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     raise AssertionError(f"{count} cycles were never committed")
+
+
+def _wait_for_requests(server: FakeOpenAI, count: int, proc: subprocess.Popen[str]) -> None:
+    """Poll until the model server has received ``count`` requests (bounded)."""
+    for _ in range(1200):
+        if len(server.requests) >= count:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"the server never received {count} requests")
 
 
 def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -90,6 +100,7 @@ def test_kill_9_then_resume_keeps_every_completed_cycle(tmp_path: Path) -> None:
         common = ["--base-url", server.base_url, "--max-cycles", "10"]
         proc = _start(["run", GOAL, "--workspace", str(workspace), *common], env)
         before = _wait_for_cycles(db, 2, proc)
+        _wait_for_requests(server, 3, proc)  # cycle 3 is in flight: its answer is held back
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         session_id = before[0][0]
@@ -113,6 +124,7 @@ def test_ctrl_c_saves_the_session_and_exits_130(tmp_path: Path) -> None:
     with fake_openai_in_thread(script) as server:
         proc = _start(["run", GOAL, "--base-url", server.base_url], env)
         _wait_for_cycles(db, 1, proc)
+        _wait_for_requests(server, 2, proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -223,6 +223,7 @@ id: {{id}}
 name: x
 version: "1"
 enabled_by_default: true
+permissions: ["secrets:TOKEN_{pid.upper()}"]
 config:
   settings:
     token: {{{{type: string, secret: true, env: TOKEN_{pid.upper()}}}}}

@@ -114,6 +114,21 @@ def test_semantic_errors() -> None:
     }
 
 
+def test_reading_a_secret_needs_the_secrets_permission() -> None:
+    """A setting read from a secret-looking variable must be secret and declared."""
+    data = yaml.safe_load(VALID)
+    data["permissions"] = ["fs.write"]
+    data["config"]["settings"]["token"] = {"type": "string", "env": "OPENAI_API_KEY"}
+    with pytest.raises(ManifestError) as info:
+        validate_manifest(data, source="m.yaml")
+    problems = {i.field: i.fix for i in info.value.issues}
+    assert problems["config.settings.token.env"] == "add 'secrets:OPENAI_API_KEY' to 'permissions'"
+    assert "secret: true" in problems["config.settings.token.secret"]
+    data["permissions"].append("secrets:OPENAI_API_KEY")
+    data["config"]["settings"]["token"]["secret"] = True
+    assert validate_manifest(data, source="m.yaml").permissions[-1] == "secrets:OPENAI_API_KEY"
+
+
 def test_yaml_syntax_error_names_line() -> None:
     """Broken YAML is a ManifestError with the line number, not a yaml exception."""
     (field, problem), *_ = _issues("id: [unclosed\nname: x\n")
