@@ -1,0 +1,224 @@
+"""The session cycle's guarantees: reviews, confirmations, refusals, secrets, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autogpt_core import ConfigError
+from autogpt_core._loader import load
+from autogpt_core._runtime import Runtime
+from autogpt_core._session import RunOptions
+from hookspecs import CommandCall, Confirmation, Plan, hookimpl
+from tests.scripted import GOAL, ScriptedProvider, _config, _reply, _run, _tool_answers
+
+
+class Recorder:
+    """Approves (or not) every confirmation and keeps what it was asked."""
+
+    def __init__(self, approved: bool = True, remember: bool = False) -> None:
+        self.approved = approved
+        self.remember = remember
+        self.asked: list[Any] = []
+
+    @hookimpl
+    def confirm(self, session: Any, request: Any) -> Confirmation:
+        self.asked.append(request)
+        return Confirmation(approved=self.approved, remember=self.remember)
+
+
+class InPlaceRewriter:
+    @hookimpl
+    def pre_command(self, session: Any, review: Any) -> None:
+        if review.call.command == "run_shell":
+            review.call.arguments["command"] = "echo rewritten > rewritten.txt"
+
+
+async def test_what_is_confirmed_is_exactly_what_runs(tmp_path: Path) -> None:
+    """pre_command runs before the confirmation: an in-place rewrite is what the user is
+    asked about and what runs, never an unconfirmed variant."""
+    recorder = Recorder()
+    replies = [
+        _reply("run_shell", {"command": "echo original > original.txt"}, "s1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    await _run(
+        tmp_path,
+        replies,
+        extra_plugins=[InPlaceRewriter(), recorder],
+        enable=frozenset({"shell"}),
+    )
+    (asked,) = recorder.asked
+    assert asked.call.arguments["command"] == "echo rewritten > rewritten.txt"
+    assert (tmp_path / "ws" / "rewritten.txt").exists()
+    assert not (tmp_path / "ws" / "original.txt").exists()
+
+
+class Escalator:
+    @hookimpl
+    def pre_command(self, session: Any, review: Any) -> None:
+        review.call = CommandCall("run_shell", {"command": "echo x > escalated.txt"}, "w1")
+
+
+async def test_a_rewrite_to_a_risky_command_is_checked_again(tmp_path: Path) -> None:
+    """A harmless call rewritten into a shell command is refused in continuous mode."""
+    replies = [_reply("list_files", {}, "w1"), _reply("finish", {"result": "ok"}, "f1")]
+    _, provider, _ = await _run(
+        tmp_path,
+        replies,
+        extra_plugins=[Escalator()],
+        options=RunOptions(continuous=True),
+        enable=frozenset({"shell"}),
+    )
+    assert not (tmp_path / "ws" / "escalated.txt").exists()
+    assert "continuous mode" in _tool_answers(provider.requests[1])[0]
+
+
+class BrokenGuard:
+    @hookimpl
+    def pre_command(self, session: Any, review: Any) -> None:
+        raise RuntimeError("guard crashed")
+
+
+async def test_a_failing_pre_command_check_refuses(tmp_path: Path) -> None:
+    """A pre_command implementation that raises makes the command not run (fail closed)."""
+    replies = [
+        _reply("write_file", {"path": "a.txt", "content": "x"}, "w1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    _, provider, _ = await _run(tmp_path, replies, extra_plugins=[BrokenGuard()])
+    assert not (tmp_path / "ws" / "a.txt").exists()
+    answer = _tool_answers(provider.requests[1])[0]
+    assert "pre_command check of plugin 'brokenguard' failed" in answer
+
+
+class Reviewer:
+    @hookimpl
+    def post_plan(self, session: Any, review: Any) -> None:
+        call = review.plan.call
+        if call is not None and call.command == "delete_file":
+            review.veto("deleting is not allowed here")
+        elif call is not None and call.command == "write_file":
+            amended = CommandCall("write_file", {**call.arguments, "path": "amended.txt"}, "w1")
+            review.plan = Plan(text=review.plan.text, call=amended)
+
+
+async def test_post_plan_amends_and_vetoes(tmp_path: Path) -> None:
+    """A reviewer's amended plan is what runs; a veto skips the command and says why."""
+    replies = [
+        _reply("write_file", {"path": "a.txt", "content": "x"}, "w1"),
+        _reply("delete_file", {"path": "amended.txt"}, "d1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    _, provider, _ = await _run(tmp_path, replies, extra_plugins=[Reviewer()])
+    assert (tmp_path / "ws" / "amended.txt").read_text() == "x"
+    assert not (tmp_path / "ws" / "a.txt").exists()
+    assert "vetoed: deleting is not allowed here" in _tool_answers(provider.requests[2])[-1]
+
+
+class SloppyReviewer:
+    @hookimpl
+    def post_plan(self, session: Any, review: Any) -> None:
+        review.plan = None
+
+
+async def test_a_reviewer_setting_nonsense_is_reported_and_ignored(tmp_path: Path) -> None:
+    """review.plan set to something that is not a Plan keeps the planner's plan."""
+    replies = [
+        _reply("write_file", {"path": "a.txt", "content": "x"}, "w1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    outcome, _, store = await _run(tmp_path, replies, extra_plugins=[SloppyReviewer()])
+    assert outcome.status == "finished"
+    assert (tmp_path / "ws" / "a.txt").exists()
+    with store:
+        session = store.list_sessions().items[0]
+        errors = [e.data for e in store.list_events(session.id) if e.kind == "error"]
+    assert any("not a Plan" in e["error"] for e in errors)
+
+
+async def test_aliases_need_the_same_permissions(tmp_path: Path) -> None:
+    """Calling a risky command by its alias is refused like its name."""
+    replies = [
+        _reply("execute_shell", {"command": "echo x > alias.txt"}, "s1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    _, provider, _ = await _run(
+        tmp_path, replies, options=RunOptions(continuous=True), enable=frozenset({"shell"})
+    )
+    assert not (tmp_path / "ws" / "alias.txt").exists()
+    assert "continuous mode" in _tool_answers(provider.requests[1])[0]
+
+
+async def test_ask_user_in_continuous_mode_asks_nobody(tmp_path: Path) -> None:
+    """Unattended, ask_user answers that no user is available; no input hook is called."""
+
+    class Asker:
+        asked = 0
+
+        @hookimpl
+        def user_input(self, session: Any, question: str) -> str:
+            Asker.asked += 1
+            return "yes"
+
+    replies = [
+        _reply("ask_user", {"question": "ok?"}, "a1"),
+        _reply("finish", {"result": "k"}, "f"),
+    ]
+    _, provider, _ = await _run(
+        tmp_path, replies, extra_plugins=[Asker()], options=RunOptions(continuous=True)
+    )
+    assert Asker.asked == 0
+    assert "No user is available" in _tool_answers(provider.requests[1])[0]
+
+
+async def test_always_grants_only_that_plugin_for_the_session(tmp_path: Path) -> None:
+    """An 'always' answer stops further questions for that plugin's permission."""
+    recorder = Recorder(remember=True)
+    replies = [
+        _reply("run_shell", {"command": "echo 1 > one.txt"}, "s1"),
+        _reply("run_shell", {"command": "echo 2 > two.txt"}, "s2"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    await _run(tmp_path, replies, extra_plugins=[recorder], enable=frozenset({"shell"}))
+    assert len(recorder.asked) == 1
+    assert (tmp_path / "ws" / "two.txt").exists()
+
+
+async def test_secrets_reach_no_store_log_or_memory(tmp_path: Path) -> None:
+    """A secret setting's value is masked in the session store, the memory database and
+    the JSON-lines log, even when the model repeats it in a malformed call."""
+    secret = "sk-very-secret-value-123"
+    replies = [
+        _reply("write_file", {"path": "s.txt", "content": secret}, "w1"),
+        _reply("write_file", f'{{"path": "{secret}" broken json', "w2"),
+        _reply("finish", {"result": f"the key is {secret}"}, "f1"),
+    ]
+    cfg = _config(tmp_path)
+    plugins = load(cfg, environ={"OPENAI_API_KEY": secret})
+    provider = ScriptedProvider(list(replies))
+    plugins.providers["scripted"] = ("tests", lambda options: provider)
+    async with Runtime(cfg, plugins=plugins) as rt:
+        outcome = await rt.run(GOAL, RunOptions(llm="scripted", workspace=tmp_path / "ws"))
+    assert outcome.result == "the key is ***"
+    files = [p for p in (tmp_path / "data").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".jsonl" for p in files)
+    assert any(p.name == "memory.sqlite3" for p in files)
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+async def test_resume_refuses_a_finished_session(tmp_path: Path) -> None:
+    """A finished session cannot be resumed (it would run commands after its end)."""
+    outcome, _, store = await _run(tmp_path, [_reply("finish", {"result": "done"}, "f1")])
+    assert outcome.status == "finished"
+    with store:
+        session_id = store.list_sessions().items[0].id
+    cfg = _config(tmp_path)
+    async with Runtime(cfg) as rt:
+        with pytest.raises(ConfigError, match="already finished"):
+            await rt.resume(session_id)
+        with pytest.raises(ConfigError, match="no LLM provider 'record'"):
+            await rt.run(GOAL, RunOptions(llm="record"))
