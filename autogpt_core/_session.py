@@ -43,7 +43,9 @@ from hookspecs import (
     LLMProvider,
     LLMRequest,
     LLMResponse,
+    MemoryHit,
     MemoryItem,
+    MemoryQuery,
     Message,
     Plan,
     PlanningContext,
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 _MAX_OBSERVATION = 4000
+_GOAL_MEMORIES = 3
 
 
 @attrs.frozen
@@ -114,6 +117,8 @@ class Session:
     failures: int = 0
     granted: set[tuple[str, str]] = attrs.field(factory=set)
     pending_events: list[Event] = attrs.field(factory=list)
+    # Notes of any session relevant to the goal, recalled once when the session starts.
+    memories: list[str] = attrs.field(factory=list)
     view: SessionView = attrs.field(default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -195,6 +200,28 @@ class Session:
             await self.report(error)
         return result, errors
 
+    async def recall(self, query: MemoryQuery) -> list[MemoryHit]:
+        """``memory_recall`` over every backend, merged: best score first, no repeats."""
+        results = await self.hook("memory_recall", query=query) or []
+        hits = sorted(
+            (h for backend in results if backend for h in backend if isinstance(h, MemoryHit)),
+            key=lambda h: h.score,
+            reverse=True,
+        )
+        seen: set[str] = set()
+        merged = []
+        for hit in hits:
+            if hit.item.text not in seen:
+                seen.add(hit.item.text)
+                merged.append(hit)
+        return merged[: query.limit]
+
+    async def recall_for_goal(self) -> list[str]:
+        if not self.goal.strip():
+            return []
+        query = MemoryQuery(self.goal, limit=_GOAL_MEMORIES, scope="all", kinds=("note",))
+        return [_short(" ".join(h.item.text.split()), 500) for h in await self.recall(query)]
+
     # -- the model ----------------------------------------------------------------------
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
@@ -231,6 +258,7 @@ class Session:
         outcome = SessionOutcome(status="failed", cycles=self.cycle)
         try:
             await self.hook("session_start")
+            self.memories = await self.recall_for_goal()
             await self.emit(
                 EventKind.SESSION_START,
                 {"goal": self.goal, "workspace": str(self.workspace), "resumed_at": self.cycle},
@@ -296,6 +324,8 @@ class Session:
         self.cycle += 1
         view = self.refresh_view()
         prompt = PromptBuilder(goal=self.goal)
+        for memory in self.memories:
+            prompt.add_context(f"From memory: {memory}")
         await self.hook("build_prompt", prompt=prompt)
         system = Message(Role.SYSTEM, prompt.render())
         context = PlanningContext(

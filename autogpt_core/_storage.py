@@ -604,10 +604,14 @@ class Store:
         any of them; items with more (and rarer) matching words rank higher (FTS5 ``bm25``).
         Scores are in (0, 1), higher is better. Empty text (or no words) returns the most
         recent items, with score 0. ``query.scope`` ``"session"`` searches ``session_id``'s
-        items only, ``"all"`` every session's.
+        items only, ``"all"`` every session's; ``query.kinds``, when not empty, keeps items
+        of those kinds only.
         """
         limit = max(query.limit, 0)
         scope_sql, scope_params = _scope(query.scope, session_id)
+        if query.kinds:
+            scope_sql += f" AND m.kind IN ({', '.join('?' * len(query.kinds))})"
+            scope_params = (*scope_params, *query.kinds)
         columns = "m.id, m.session_id, m.kind, m.text, m.metadata, m.created_at"
         match = _match_expression(query.text)
         with self._read() as conn:

@@ -318,11 +318,16 @@ class MemoryItem:
 
 @attrs.frozen
 class MemoryQuery:
-    """A recall request. ``scope`` is ``"session"`` (this session only) or ``"all"``."""
+    """A recall request. ``scope`` is ``"session"`` (this session only) or ``"all"``.
+
+    ``kinds`` limits the recall to items of those kinds (empty: any kind). The core stores
+    one ``"observation"`` per cycle; what an agent chose to remember is a ``"note"``.
+    """
 
     text: str
     limit: int = 5
     scope: str = "session"
+    kinds: tuple[str, ...] = ()
 
 
 @attrs.frozen

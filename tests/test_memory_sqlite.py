@@ -24,7 +24,6 @@ from hookspecs import (
     MemoryItem,
     MemoryQuery,
     PluginSettings,
-    PromptBuilder,
     RuntimeView,
     SessionView,
 )
@@ -97,26 +96,18 @@ def test_recall_across_sessions(memory: SQLiteMemory) -> None:
     )
 
 
-def test_build_prompt_adds_memories_relevant_to_the_goal(memory: SQLiteMemory) -> None:
-    """build_prompt adds up to three memories of any session that match the goal."""
-    earlier = _ctx(_session("earlier"))
-    memory.remember(earlier, "Deploying to staging needs the VPN to be up")
-    memory.remember(earlier, "Lunch on Fridays is pizza")
-    for n in range(4):
-        memory.remember(earlier, f"Deploy note {n}: run migrations before deploying")
-    prompt = PromptBuilder(goal="Deploy the app to staging")
-    memory.build_prompt(_session("now", goal="Deploy the app to staging"), prompt)
-    assert len(prompt.context) == 3
-    assert prompt.context[0] == "From memory: Deploying to staging needs the VPN to be up"
-    assert not any("pizza" in line for line in prompt.context)
-
-
-def test_build_prompt_without_memories_adds_nothing(memory: SQLiteMemory) -> None:
-    """With nothing relevant remembered, or no goal, the prompt is unchanged."""
-    prompt = PromptBuilder(goal="g")
-    memory.build_prompt(_session("s", goal="Write a haiku"), prompt)
-    memory.build_prompt(_session("s", goal="  "), prompt)
-    assert prompt.context == []
+def test_recall_command_finds_notes_not_cycle_observations(memory: SQLiteMemory) -> None:
+    """The recall command searches what was remembered, not the core's cycle records,
+    so recalls never nest earlier recalls."""
+    ctx = _ctx(_session("s"))
+    memory.remember(ctx, "the haiku is in haiku.txt")
+    memory.memory_store(
+        _session("s"),
+        MemoryItem(
+            text="Cycle 3: recall(haiku) -> 1. the haiku", session_id="s", kind="observation"
+        ),
+    )
+    assert memory.recall(ctx, "haiku") == "1. the haiku is in haiku.txt"
 
 
 def test_long_memories_are_shortened_for_the_model(memory: SQLiteMemory) -> None:
@@ -201,7 +192,7 @@ async def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
     pm = HookManager()
     pm.register(memory_plugin, name="memory_sqlite")
     pm.check_pending()
-    for name in ("memory_recall", "memory_forget", "session_start"):
+    for name in ("memory_recall", "memory_forget"):
         assert getattr(getattr(memory_plugin, name), BLOCKING_ATTR, False), name
     assert inspect.iscoroutinefunction(memory_plugin.memory_store)
 
@@ -222,10 +213,6 @@ async def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
             session=now, query=MemoryQuery("checklist", scope="all")
         )
         assert [hit.item.id for hit in hits] == [item_id]
-        await pm.ahook.session_start(session=now)
-        prompt = PromptBuilder(goal=now.goal)
-        await pm.ahook.build_prompt(session=now, prompt=prompt)
-        assert prompt.context == ["From memory: The release checklist is in RELEASE.md"]
         assert memory_plugin.remember(_ctx(now), "second").startswith("Remembered")
         forgotten = await pm.ahook.memory_forget(session=now, query=MemoryQuery("", scope="all"))
         assert forgotten == [5]

@@ -11,7 +11,7 @@ from autogpt_core import ConfigError
 from autogpt_core._loader import load
 from autogpt_core._runtime import Runtime
 from autogpt_core._session import RunOptions
-from hookspecs import CommandCall, Confirmation, Plan, hookimpl
+from hookspecs import CommandCall, Confirmation, MemoryHit, MemoryItem, Plan, hookimpl
 from tests.scripted import GOAL, ScriptedProvider, _config, _reply, _run, _tool_answers
 
 
@@ -222,3 +222,29 @@ async def test_resume_refuses_a_finished_session(tmp_path: Path) -> None:
             await rt.resume(session_id)
         with pytest.raises(ConfigError, match="no LLM provider 'record'"):
             await rt.run(GOAL, RunOptions(llm="record"))
+
+
+class ExtraMemory:
+    """A second memory backend, to see recall results merged by score."""
+
+    @hookimpl
+    def memory_recall(self, session: Any, query: Any) -> list[MemoryHit]:
+        item = MemoryItem(text="from the other backend", session_id="x", kind="note")
+        return [MemoryHit(item, score=1e-9, backend="extra")]
+
+
+async def test_new_sessions_start_with_notes_from_earlier_ones(tmp_path: Path) -> None:
+    """What one session remembered is in the next session's prompt, merged with other
+    backends' hits by score; per-cycle observations are not."""
+    first = [
+        _reply("remember", {"text": "Notes go in notes.txt, never elsewhere"}, "r1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    await _run(tmp_path, first)
+    second = [_reply("finish", {"result": "ok"}, "f2")]
+    _, provider, _ = await _run(tmp_path, second, extra_plugins=[ExtraMemory()])
+    system = provider.requests[0].messages[0].content
+    assert "From memory: Notes go in notes.txt, never elsewhere" in system
+    assert "From memory: from the other backend" in system
+    assert system.index("notes.txt, never") < system.index("other backend")
+    assert "Cycle 1" not in system

@@ -24,7 +24,6 @@ from hookspecs import (
     MemoryItem,
     MemoryQuery,
     PluginSettings,
-    PromptBuilder,
     RegisterCommand,
     RuntimeView,
     SessionView,
@@ -36,7 +35,6 @@ PLUGIN_ID = "memory_sqlite"
 DEFAULT_FILE = "memory.sqlite3"
 
 #: Memories added to each prompt, and how much of each one.
-_PROMPT_MEMORIES = 3
 _SHOWN_CHARACTERS = 500
 
 
@@ -48,8 +46,6 @@ class SQLiteMemory:
         self._store: Store | None = None
         self._async: AsyncStore | None = None
         self._lock = threading.Lock()
-        # Memories relevant to each running session's goal, found once when it starts.
-        self._prompt_lines: dict[str, list[str]] = {}
 
     def configure(self, settings: PluginSettings) -> None:
         """Take new settings; a store opened with the old ones is closed."""
@@ -130,36 +126,16 @@ class SQLiteMemory:
         self, ctx: CommandContext, query: str, limit: int = 5, scope: str = "session"
     ) -> str:
         """The ``recall`` command: the hits as a numbered list."""
-        query_value = MemoryQuery(text=query, limit=min(max(limit, 1), 20), scope=scope)
+        # Notes only: the core's per-cycle observations would bury them, and recalling
+        # earlier recalls would nest them.
+        query_value = MemoryQuery(
+            text=query, limit=min(max(limit, 1), 20), scope=scope, kinds=("note",)
+        )
         hits = self.memory_recall(ctx.session, query_value)
         if not hits:
             where = "in this session" if scope == "session" else "in any session"
             return f"No memories match {query!r} {where}."
         return "\n".join(f"{n}. {_shorten(hit.item.text)}" for n, hit in enumerate(hits, 1))
-
-    def find_prompt_memories(self, session: SessionView) -> None:
-        """Recall, once per session, the memories of any session relevant to its goal."""
-        lines: list[str] = []
-        if session.goal.strip():
-            query = MemoryQuery(text=session.goal, limit=_PROMPT_MEMORIES, scope="all")
-            lines = [
-                f"From memory: {_shorten(h.item.text)}" for h in self.memory_recall(session, query)
-            ]
-        with self._lock:
-            self._prompt_lines[session.id] = lines
-
-    def build_prompt(self, session: SessionView, prompt: PromptBuilder) -> None:
-        """Add the memories found for ``session``'s goal (looked up if not yet done)."""
-        lines = self._prompt_lines.get(session.id)
-        if lines is None:
-            self.find_prompt_memories(session)
-            lines = self._prompt_lines[session.id]
-        for line in lines:
-            prompt.add_context(line)
-
-    def session_end(self, session: SessionView) -> None:
-        with self._lock:
-            self._prompt_lines.pop(session.id, None)
 
 
 def _shorten(text: str) -> str:
@@ -216,23 +192,6 @@ def memory_recall(session: SessionView, query: MemoryQuery) -> list[MemoryHit]:
 @hookimpl(blocking=True)
 def memory_forget(session: SessionView, query: MemoryQuery) -> int:
     return _memory.memory_forget(session, query)
-
-
-@hookimpl(blocking=True)
-def session_start(session: SessionView) -> None:
-    _memory.find_prompt_memories(session)
-
-
-# Not blocking: it adds what session_start looked up (it looks up only for a session that
-# started before this plugin was loaded).
-@hookimpl
-def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
-    _memory.build_prompt(session, prompt)
-
-
-@hookimpl
-def session_end(session: SessionView) -> None:
-    _memory.session_end(session)
 
 
 @hookimpl(blocking=True)
