@@ -220,3 +220,13 @@ async def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
         await pm.ahook.autogpt_shutdown(
             runtime=RuntimeView(core_version="0.1.0", data_dir=tmp_path)
         )
+
+
+def test_recall_shows_a_note_remembered_twice_once(memory: SQLiteMemory) -> None:
+    """The same note stored by several sessions is listed once."""
+    for session_id in ("a", "b", "c"):
+        memory.remember(_ctx(_session(session_id)), "the key is under the mat")
+    memory.remember(_ctx(_session("a")), "the mat is blue")
+    listing = memory.recall(_ctx(_session("a")), "mat", scope="all")
+    texts = sorted(line.split(". ", 1)[1] for line in listing.splitlines())
+    assert texts == ["the key is under the mat", "the mat is blue"]

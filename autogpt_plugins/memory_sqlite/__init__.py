@@ -128,14 +128,18 @@ class SQLiteMemory:
         """The ``recall`` command: the hits as a numbered list."""
         # Notes only: the core's per-cycle observations would bury them, and recalling
         # earlier recalls would nest them.
-        query_value = MemoryQuery(
-            text=query, limit=min(max(limit, 1), 20), scope=scope, kinds=("note",)
-        )
-        hits = self.memory_recall(ctx.session, query_value)
-        if not hits:
+        wanted = min(max(limit, 1), 20)
+        # Twice as many, so that the same note remembered by several sessions is shown once.
+        query_value = MemoryQuery(text=query, limit=2 * wanted, scope=scope, kinds=("note",))
+        texts: list[str] = []
+        for hit in self.memory_recall(ctx.session, query_value):
+            text = _shorten(hit.item.text)
+            if text not in texts:
+                texts.append(text)
+        if not texts:
             where = "in this session" if scope == "session" else "in any session"
             return f"No memories match {query!r} {where}."
-        return "\n".join(f"{n}. {_shorten(hit.item.text)}" for n, hit in enumerate(hits, 1))
+        return "\n".join(f"{n}. {text}" for n, text in enumerate(texts[:wanted], 1))
 
 
 def _shorten(text: str) -> str:
