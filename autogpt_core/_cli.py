@@ -6,6 +6,7 @@ Imports are deferred into the sub-commands so that ``autogpt --version`` stays c
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -14,7 +15,9 @@ from ._version import __version__
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="autogpt", description="Run autonomous agents whose every behaviour is a plugin."
+        prog="autogpt",
+        description="Run autonomous agents whose every behaviour is a plugin.",
+        epilog="'autogpt config' shows where the config file, sessions and memory live.",
     )
     parser.add_argument("--version", action="version", version=f"autogpt-core {__version__}")
     parser.add_argument(
@@ -30,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ._cli_plugins import add_plugins_parser
 
     add_plugins_parser(sub)
+    from ._cli_config import add_config_parser
+
+    add_config_parser(sub)
     try:
         from ._cli_run import add_run_parser
     except ImportError:  # pragma: no cover - the agent is not part of this build
@@ -50,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         code: int = handler(args)
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop writing quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except AutoGPTError as exc:
         print(f"autogpt: error: {exc}", file=sys.stderr)
         return 2

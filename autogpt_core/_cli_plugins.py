@@ -31,7 +31,7 @@ def add_plugins_parser(sub: Any) -> None:
 
     p = psub.add_parser("info", help="one plugin's manifest, hooks, commands and requirements")
     p.add_argument("plugin_id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_info)
 
     p = psub.add_parser("enable", help="enable plugins (persisted in the config file)")
@@ -47,7 +47,12 @@ def add_plugins_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_check)
 
     p = psub.add_parser("install", help="pip install autogpt-plugin-NAME into this environment")
-    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument(
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help="a plugin name ('hello', 'hello>=1.0': autogpt-plugin-hello), or a path or wheel",
+    )
     p.set_defaults(handler=cmd_install)
 
     p = psub.add_parser("new", help="create a new plugin distribution from a template")
@@ -56,12 +61,12 @@ def add_plugins_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_new)
 
     p = psub.add_parser("codeowners", help="who owns each plugin")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_codeowners)
 
 
-def _config(args: argparse.Namespace) -> Config:
-    return load_config(args.config)
+def _config(args: argparse.Namespace, *, must_exist: bool = True) -> Config:
+    return load_config(args.config, must_exist=must_exist)
 
 
 def _load(args: argparse.Namespace, config: Config) -> PluginSet:
@@ -89,7 +94,10 @@ def _row(record: PluginRecord) -> dict[str, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     config = _config(args)
     plugins = _load(args, config)
-    records = [r for r in plugins.records.values() if args.all or not r.builtin]
+    # A broken built-in is always shown: it is a problem to fix, not noise.
+    records = [
+        r for r in plugins.records.values() if args.all or not r.builtin or r.status == BROKEN
+    ]
     records.sort(key=lambda r: r.id)
     if args.json:
         print(json.dumps([_row(r) for r in records], indent=2))
@@ -223,7 +231,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_enable(args: argparse.Namespace) -> int:
     from ._loader import scan
 
-    config = _config(args)
+    config = _config(args, must_exist=False)
     records = {r.id: r for r in scan(config)}
     wanted: list[str] = []
     for plugin_id in args.plugin_ids:
@@ -261,13 +269,17 @@ def cmd_enable(args: argparse.Namespace) -> int:
         wanted.extend(needed)
     set_plugin_state(config.path, wanted, enabled=True)
     print(f"Enabled {', '.join(wanted)} in {config.path}")
+    after = {r.id: r for r in scan(_config(args, must_exist=False))}
+    for plugin_id in wanted:
+        if after[plugin_id].status == BROKEN:
+            print(f"Warning: {plugin_id} will not load: {after[plugin_id].reason}", file=sys.stderr)
     return 0
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
     from ._loader import scan
 
-    config = _config(args)
+    config = _config(args, must_exist=False)
     records = {r.id: r for r in scan(config)}
     for plugin_id in args.plugin_ids:
         _find(list(records.values()), plugin_id)
@@ -352,7 +364,15 @@ def cmd_codeowners(args: argparse.Namespace) -> int:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
+    from ._discovery import iter_sources
     from ._scaffold import create_plugin
+
+    taken = {source.id: source.distribution for source in iter_sources()}
+    if args.plugin_id in taken:
+        raise ConfigError(
+            f"the plugin id {args.plugin_id!r} is already used by {taken[args.plugin_id]}: "
+            "choose another id (two plugins with one id both fail to load)"
+        )
 
     path = create_plugin(args.plugin_id, args.directory)
     print(f"Created {path}. Install it with: pip install -e {path}")

@@ -29,9 +29,11 @@ def add_run_parser(sub: Any) -> None:
     )
     run.add_argument("--model", help="model name (default from config or the provider)")
     run.add_argument("--base-url", help="OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM)")
-    run.add_argument("--max-cycles", type=int, metavar="N", help="stop after N cycles")
-    run.add_argument("--max-tokens", type=int, metavar="N", help="stop after N tokens")
-    run.add_argument("--max-cost", type=float, metavar="USD", help="stop after spending USD")
+    run.add_argument("--max-cycles", type=_positive_int, metavar="N", help="stop after N cycles")
+    run.add_argument("--max-tokens", type=_positive_int, metavar="N", help="stop after N tokens")
+    run.add_argument(
+        "--max-cost", type=_positive_float, metavar="USD", help="stop after spending USD"
+    )
     run.add_argument(
         "--continuous",
         action="store_true",
@@ -49,9 +51,31 @@ def add_run_parser(sub: Any) -> None:
     run.set_defaults(handler=cmd_run)
 
     sessions = sub.add_parser("sessions", help="list stored sessions")
-    sessions.add_argument("--json", action="store_true")
-    sessions.add_argument("--limit", type=int, default=20)
+    sessions.add_argument("--json", action="store_true", help="machine-readable output")
+    sessions.add_argument(
+        "--limit", type=_positive_int, default=20, help="how many, newest first (default 20)"
+    )
     sessions.set_defaults(handler=cmd_sessions)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not more than 0")
+    return value
 
 
 def demo_recording() -> Path:
@@ -71,9 +95,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     goal = args.goal
     llm = args.llm
     if args.demo:
-        if args.llm or args.resume:
-            raise ConfigError("--demo plays a bundled recording: drop --llm and --resume")
-        goal = goal or DEMO_GOAL
+        if args.llm or args.resume or args.goal:
+            raise ConfigError(
+                "--demo plays a bundled recording of its own goal: drop GOAL, --llm and --resume"
+            )
+        goal = DEMO_GOAL
         llm = f"replay:{demo_recording()}"
     if args.resume and args.goal:
         raise ConfigError("--resume continues a stored session's goal: drop GOAL")
@@ -102,6 +128,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     async def main() -> Any:
         async with Runtime(config, pm_factory=trace_factory(args.trace_hooks)) as runtime:
+            for warning in runtime.warnings():
+                print(f"autogpt: warning: {warning}", file=sys.stderr)
             async with trio.open_nursery() as nursery:
                 stopped = False
 
@@ -145,9 +173,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return 130
     print(f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {outcome.result}")
-    if not args.resume:
-        workspace = args.workspace or config.data_dir / "workspaces" / session_id
-        print(f"Workspace: {workspace.resolve()}")
+    workspace = args.workspace or config.data_dir / "workspaces" / session_id
+    if args.resume:
+        from ._storage import Store
+
+        with Store(config.data_dir / "sessions.sqlite3") as store:
+            workspace = store.get_session(session_id).workspace
+    print(f"Workspace: {workspace.resolve()}")
+    if args.record:
+        print(f"Recorded the model's answers to {args.record} (replay: --llm replay:{args.record})")
     print(f"Session id: {session_id} (see 'autogpt sessions')")
     return 0 if outcome.status == "finished" else 1
 

@@ -121,6 +121,10 @@ def read_raw(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    except IsADirectoryError:
+        raise ConfigError(
+            f"{path} is a directory, not a config file: give the file's path"
+        ) from None
     except OSError as exc:
         raise ConfigError(
             f"{path}: cannot read the config file ({exc}); check its permissions"
@@ -128,8 +132,11 @@ def read_raw(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
         raise ConfigError(
-            f"{path}: not valid YAML ({exc}); fix the syntax or delete the file"
+            f"{path}: {where}not valid YAML ({problem}); fix the syntax or delete the file"
         ) from None
     if data is None:
         return {}
@@ -138,9 +145,20 @@ def read_raw(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
-    """Read and validate the config file; raise ``ConfigError`` naming the file and field."""
+def load_config(
+    explicit: str | os.PathLike[str] | None = None, *, must_exist: bool = True
+) -> Config:
+    """Read and validate the config file; raise ``ConfigError`` naming the file and field.
+
+    A file named with ``--config`` (``explicit``) must exist unless ``must_exist`` is false
+    (commands that create it); the default locations may be absent.
+    """
     path = resolve_config_path(explicit)
+    if explicit and must_exist and not path.exists():
+        raise ConfigError(
+            f"the config file {path} given with --config does not exist: check the path, "
+            "or drop --config to use the defaults"
+        )
     raw = read_raw(path)
     return parse_config(raw, path=path, exists=path.exists())
 

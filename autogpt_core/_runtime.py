@@ -97,6 +97,18 @@ class Runtime:
     def redact(self, value: Any) -> Any:
         return self.redactor(value)
 
+    def warnings(self) -> list[str]:
+        """Problems worth telling the user before a run: broken enabled plugins, config
+        entries naming plugins that are not installed."""
+        found = [
+            f"plugin {problem} ('autogpt plugins check' lists every problem)"
+            for problem in self.plugins.problems()
+        ]
+        installed = set(self.plugins.records)
+        for plugin_id in sorted((self.config.enable | self.config.disable) - installed):
+            found.append(f"{self.config.path} names plugin {plugin_id!r}, which is not installed")
+        return found
+
     def view(self) -> RuntimeView:
         return RuntimeView(
             core_version=__version__,
@@ -213,7 +225,6 @@ class Runtime:
         workspace = (
             options.workspace or self.config.data_dir / "workspaces" / session_id
         ).resolve()
-        workspace.mkdir(parents=True, exist_ok=True)
         stored = {
             "llm": options.llm,
             "model": options.model,
@@ -222,9 +233,12 @@ class Runtime:
             "max_tokens": options.max_tokens,
             "max_cost": options.max_cost,
             "continuous": options.continuous,
+            "strict_replay": options.strict_replay,
         }
         provider = await self.make_provider(options)
         try:
+            # Only now: a run that cannot start (no key, no recording) leaves nothing behind.
+            workspace.mkdir(parents=True, exist_ok=True)
             await self.store.create_session(goal, workspace, session_id=session_id, config=stored)
             session = Session(
                 runtime=self,
@@ -270,7 +284,7 @@ class Runtime:
             continuous=given.continuous or bool(saved.get("continuous")),
             workspace=record.workspace,
             record=given.record,
-            strict_replay=given.strict_replay,
+            strict_replay=given.strict_replay and bool(saved.get("strict_replay", True)),
             session_id=session_id,
         )
         cycles = await self.store.load_cycles(session_id)

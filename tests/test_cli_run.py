@@ -136,3 +136,80 @@ def test_ctrl_c_saves_the_session_and_exits_130(tmp_path: Path) -> None:
         ).fetchone()
     assert status == "interrupted"
     assert cycles == 1
+
+
+def test_config_command_shows_where_things_live(tmp_path: Path) -> None:
+    """autogpt config names the config file (absent: defaults) and the data directory."""
+    env = cli_env(tmp_path)
+    result = autogpt("config", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    info = json.loads(result.stdout)
+    assert info["config_file"] == str(tmp_path / "config.yaml")
+    assert info["config_file_exists"] is False
+    assert info["data_dir"] == str(tmp_path / "data")
+    assert info["grants"] == ["fs.read", "fs.write"]
+
+
+def test_user_mistakes_get_clear_errors(tmp_path: Path) -> None:
+    """A missing --config file, a goal with --demo, a zero budget, invalid YAML and an
+    unknown grant are refused with what to fix, and no traceback."""
+    env = cli_env(tmp_path)
+    cases = [
+        (["--config", str(tmp_path / "nope.yaml"), "plugins", "list"], "does not exist"),
+        (["run", "--demo", "another goal"], "drop GOAL"),
+        (["run", "--demo", "--max-cycles", "0"], "is not at least 1"),
+        (["--config", str(tmp_path), "plugins", "list"], "is a directory"),
+    ]
+    for args, expected in cases:
+        result = autogpt(*args, env=env)
+        assert result.returncode == 2, args
+        assert expected in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+    (tmp_path / "config.yaml").write_text("plugins: {enable: [x]\n")
+    bad_yaml = autogpt("plugins", "list", env=env)
+    assert "line 2, column 1: not valid YAML" in bad_yaml.stderr
+    (tmp_path / "config.yaml").write_text("permissions: {grant: [shel]}\n")
+    bad_grant = autogpt("plugins", "list", env=env)
+    assert "'shel' is not a permission" in bad_grant.stderr
+
+
+def test_output_to_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    """autogpt run --demo | head -1 prints one line, no traceback, and the run completes."""
+    env = cli_env(tmp_path)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autogpt_core",
+            "run",
+            "--demo",
+            "--workspace",
+            str(tmp_path / "ws"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, like head -1
+    _, err = proc.communicate(timeout=120)
+    assert b"start" in first
+    assert b"Traceback" not in err
+    assert proc.returncode == 0
+    assert (tmp_path / "ws" / "haiku.txt").exists()
+
+
+def test_run_warns_about_broken_enabled_plugins(tmp_path: Path) -> None:
+    """A run starts despite a broken plugin, and says which and why on stderr."""
+    from tests.distfactory import write_plugin
+
+    site = tmp_path / "site"
+    write_plugin(site, "crashy", "raise ImportError('missing piece')\n")
+    env = cli_env(tmp_path, site=site)
+    result = autogpt("run", "--demo", "--workspace", str(tmp_path / "ws"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert "warning: plugin crashy: import of 'plug_crashy' failed" in result.stderr
+    assert "missing piece" in result.stderr

@@ -63,14 +63,25 @@ def configure(settings: PluginSettings) -> None:
     _settings = settings
 
 
+# The stdout whose reader has gone away, if any.
+_closed_stream: object = None
+
+
 # Not blocking: a line to the terminal is quick, and events must stay in order.
 @hookimpl
 def on_event(session: SessionView, event: Event) -> None:
     """Print one readable line (or a few) for ``event``."""
+    global _closed_stream
     out = sys.stdout
+    if out is _closed_stream:
+        return
     color = use_color(str(_settings.values.get("color", "auto")), out)
     max_chars = int(_settings.values.get("max_chars", 300))
-    print(format_event(session, event, color=color, max_chars=max_chars), file=out, flush=True)
+    try:
+        print(format_event(session, event, color=color, max_chars=max_chars), file=out, flush=True)
+    except BrokenPipeError:
+        # The reader went away (``autogpt run | head``): the session goes on, unprinted.
+        _closed_stream = out
 
 
 @hookimpl(blocking=True)
