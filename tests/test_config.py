@@ -17,11 +17,17 @@ from autogpt_core._config import (
 
 def test_no_file_means_defaults(tmp_path: Path) -> None:
     """A fresh install with no config file runs on defaults."""
-    config = load_config(tmp_path / "none.yaml")
+    config = load_config(tmp_path / "none.yaml", must_exist=False)
     assert not config.exists
     assert config.grants == DEFAULT_GRANTS
     assert config.is_enabled("x", True)
     assert not config.is_enabled("x", False)
+
+
+def test_an_explicit_file_must_exist(tmp_path: Path) -> None:
+    """--config naming a missing file is an error, unless the command creates it."""
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "typo.yaml")
 
 
 def test_path_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
