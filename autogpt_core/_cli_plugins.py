@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 # The loader (and with it trio and pluggy) is imported by the commands that need it, so
 # that building the argument parser -- all that ``autogpt --version`` does -- stays cheap.
+# These mirror _loader's constants (tests/test_cli_plugins.py checks they agree).
 BROKEN = "broken"
 LOADED = "loaded"
 

@@ -17,7 +17,6 @@ import importlib.util
 import json
 import os
 import tempfile
-from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
@@ -194,11 +193,3 @@ def read_manifest(source: PluginSource, cache: ManifestCache) -> Manifest:
             ]
         )
     return manifest
-
-
-def duplicate_ids(sources: Iterable[PluginSource]) -> dict[str, list[PluginSource]]:
-    """Ids claimed by more than one entry point."""
-    by_id: dict[str, list[PluginSource]] = {}
-    for source in sources:
-        by_id.setdefault(source.id, []).append(source)
-    return {k: v for k, v in by_id.items() if len(v) > 1}

@@ -740,38 +740,13 @@ class HookManager(pluggy.PluginManager):
     def impls_by_plugin(self, hook_name: str) -> list[tuple[str, HookImpl]]:
         """``(plugin_name, impl)`` for each implementation of ``hook_name``, in call order.
 
-        For *per-plugin* hooks, called one plugin at a time with :meth:`call_impl`.
+        For *per-plugin* hooks (``configure``, ``register_*``), which the loader calls one
+        plugin at a time with arguments bound to that plugin.
         """
         hook: HookCaller | None = getattr(self.hook, hook_name, None)
         if hook is None:
             raise ValueError(f"no hook named {hook_name!r}: check the name against hookspecs")
         return [(impl.plugin_name, impl) for impl in reversed(hook.get_hookimpls())]
-
-    async def call_impl(self, hook_name: str, impl: HookImpl, kwargs: Mapping[str, object]) -> Any:
-        """Call one non-wrapper implementation of ``hook_name`` alone, awaiting it.
-
-        Arguments, kinds and errors are handled as in a full call (spec defaults, opt-in
-        arguments, ``HookCallError``, ``HookError`` naming the plugin).
-        """
-        plan = getattr(self.ahook, hook_name)._get_plan()
-        step = next((step for step in plan.steps if step[5] is impl), None)
-        if step is None:
-            raise ValueError(f"{impl!r} is not an implementation of hook {hook_name!r}")
-        function, argnames, kwargnames, kind, plugin, _impl = step
-        if kind in _WRAPPERS:
-            raise TypeError(
-                f"plugin {plugin!r}: a wrapper of hook {hook_name!r} cannot be called alone"
-            )
-        kwargs = plan.prepare(kwargs, 3)
-        try:
-            args = [kwargs[name] for name in argnames]
-        except KeyError as e:
-            raise HookCallError(f"hook call must provide argument {e.args[0]!r}") from e
-        kw = {name: kwargs[name] for name in kwargnames if name in kwargs}
-        try:
-            return await _invoke(function, kind, args, kw)
-        except Exception as exc:
-            raise _hook_error(plugin, hook_name, exc)  # noqa: B904 (its __cause__ is set)
 
     def _verify_hook(self, hook: HookCaller, hookimpl: HookImpl) -> None:
         # pluggy accepts only generator wrappers; async generators are wrappers here too.

@@ -306,33 +306,27 @@ def load(
 
 def _call_per_plugin(pm: HookManager, plugin: object, hook: str, **kwargs: Any) -> None:
     """Call ``hook`` on ``plugin``'s implementations alone, with arguments bound to it."""
-    caller = getattr(pm.hook, hook)
-    for impl in reversed(caller.get_hookimpls()):
+    tracer = pm.on_call
+    for name, impl in pm.impls_by_plugin(hook):
         if impl.plugin is not plugin:
             continue
-        args = [kwargs[name] for name in impl.argnames]
-        tracer = pm.on_call
+        args = [kwargs[argname] for argname in impl.argnames]
         started = time.perf_counter()
         try:
             result = impl.function(*args)
         except BaseException as exc:
             if tracer is not None:
                 # The type only: a message could quote a secret.
-                tracer(
-                    hook,
-                    impl.plugin_name,
-                    time.perf_counter() - started,
-                    f"raised {type(exc).__name__}",
-                )
+                tracer(hook, name, time.perf_counter() - started, f"raised {type(exc).__name__}")
             raise
         if tracer is not None:
-            tracer(hook, impl.plugin_name, time.perf_counter() - started, "ok")
+            tracer(hook, name, time.perf_counter() - started, "ok")
         if inspect.isawaitable(result):
             if inspect.iscoroutine(result):
                 result.close()  # never awaited by design: silence the warning
             raise RegistrationError(
-                impl.plugin_name,
-                f"plugin {impl.plugin_name!r}: hook {hook!r} must be a plain function, "
+                name,
+                f"plugin {name!r}: hook {hook!r} must be a plain function, "
                 "not async: it runs once at load time; remove 'async'",
             )
 

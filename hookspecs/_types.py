@@ -401,7 +401,7 @@ class Confirmation:
 
 @attrs.frozen
 class SessionOutcome:
-    """How a session ended: ``status`` is finished, stopped, failed or budget_exhausted."""
+    """How a session ended: ``status`` is finished, interrupted, failed or budget_exhausted."""
 
     status: str
     result: str = ""

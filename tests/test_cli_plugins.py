@@ -180,3 +180,10 @@ def test_codeowners_and_new(tmp_path: Path) -> None:
     again = autogpt("plugins", "new", "my-tool", "--directory", str(tmp_path), env=env)
     assert again.returncode == 2
     assert "already exists" in again.stderr
+
+
+def test_status_names_agree_with_the_loader() -> None:
+    """The CLI's copies of the status names (kept to avoid importing the loader) match."""
+    from autogpt_core import _cli_plugins, _loader
+
+    assert (_cli_plugins.BROKEN, _cli_plugins.LOADED) == (_loader.BROKEN, _loader.LOADED)
