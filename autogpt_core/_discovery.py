@@ -17,7 +17,7 @@ import importlib.util
 import json
 import os
 import tempfile
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import Distribution, EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +54,27 @@ def iter_sources(group: str = ENTRY_POINT_GROUP) -> list[PluginSource]:
     """Every entry point of ``group``, sorted by id then distribution (imports nothing)."""
     found: list[PluginSource] = []
     for ep in entry_points(group=group):
-        dist = ep.dist
-        name = dist.name if dist is not None else "?"
-        version = dist.version if dist is not None else "?"
+        name, version = _name_and_version(ep.dist)
         found.append(PluginSource(ep.name, ep.value, _canonical(name), version, ep))
     found.sort(key=lambda s: (s.id, s.distribution))
     return found
+
+
+def _name_and_version(dist: Distribution | None) -> tuple[str, str]:
+    """A distribution's name and version, from its ``.dist-info`` directory name if it can.
+
+    ``NAME-VERSION.dist-info`` is how installers name it (PEP 427's escaping: no '-' in
+    either part), and reading it costs nothing, where ``dist.version`` parses the whole
+    METADATA file: with hundreds of plugins installed that was a third of start-up.
+    """
+    if dist is None:
+        return "?", "?"
+    path = getattr(dist, "_path", None)  # PathDistribution's; absent on other kinds
+    if isinstance(path, Path) and path.suffix == ".dist-info":
+        name, sep, version = path.stem.partition("-")
+        if sep and version and "-" not in version:
+            return name, version
+    return dist.name, dist.version
 
 
 def _canonical(name: str) -> str:
