@@ -213,3 +213,39 @@ def test_run_warns_about_broken_enabled_plugins(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "warning: plugin crashy: import of 'plug_crashy' failed" in result.stderr
     assert "missing piece" in result.stderr
+
+
+def test_interactive_run_asks_at_the_terminal(tmp_path: Path) -> None:
+    """With the shell plugin enabled, a shell command is asked about on stdin: 'y' runs
+    it, 'n' does not, and the model is told."""
+    for answer, expect_file in (("y", True), ("n", False)):
+        home = tmp_path / answer
+        home.mkdir()
+        (home / "config.yaml").write_text("plugins: {enable: [shell]}\n")
+        script = [
+            Reply(
+                tool_calls=(FakeToolCall("run_shell", {"command": "echo ran > ran.txt"}, id="s1"),)
+            ),
+            _finish(),
+        ]
+        with fake_openai_in_thread(script) as server:
+            result = autogpt(
+                "run",
+                GOAL,
+                "--base-url",
+                server.base_url,
+                "--workspace",
+                str(home / "ws"),
+                env=cli_env(home),
+                input=f"{answer}\n",
+            )
+        assert result.returncode == 0, result.stderr
+        assert "Allow shell.run_shell" in result.stdout
+        assert (home / "ws" / "ran.txt").exists() is expect_file
+        tool_answer = next(
+            m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"
+        )
+        if expect_file:
+            assert tool_answer.startswith("exit code: 0")
+        else:
+            assert "did not allow" in tool_answer
