@@ -54,6 +54,7 @@ def add_plugins_parser(sub: Any) -> None:
         metavar="NAME",
         help="a plugin name ('hello', 'hello>=1.0': autogpt-plugin-hello), or a path or wheel",
     )
+    p.add_argument("--dry-run", action="store_true", help="print the pip command, run nothing")
     p.set_defaults(handler=cmd_install)
 
     p = psub.add_parser("new", help="create a new plugin distribution from a template")
@@ -347,6 +348,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         specs.append(str(requirement))
     command = [sys.executable, "-m", "pip", "install", *specs]
     print("$ " + " ".join(command))
+    if args.dry_run:
+        return 0
     return subprocess.call(command)
 
 

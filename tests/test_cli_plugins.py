@@ -187,3 +187,25 @@ def test_status_names_agree_with_the_loader() -> None:
     from autogpt_core import _cli_plugins, _loader
 
     assert (_cli_plugins.BROKEN, _cli_plugins.LOADED) == (_loader.BROKEN, _loader.LOADED)
+
+
+def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
+    """install NAME means autogpt-plugin-NAME, pinned versions included; paths are kept;
+    a path really installs (here into a pip target directory)."""
+    env = cli_env(tmp_path)
+    dry = autogpt("plugins", "install", "--dry-run", "notes==1.0", "hello>=2", "./x.whl", env=env)
+    assert dry.returncode == 0
+    assert "install autogpt-plugin-notes==1.0 autogpt-plugin-hello>=2 ./x.whl" in dry.stdout
+    bad = autogpt("plugins", "install", "--dry-run", "not a name!", env=env)
+    assert bad.returncode == 2
+    assert "neither a plugin name" in bad.stderr
+    target = tmp_path / "target"
+    example = Path(__file__).resolve().parent.parent / "examples" / "autogpt-plugin-hello"
+    build = tmp_path / "src"
+    import shutil
+
+    shutil.copytree(example, build)
+    env = dict(env, PIP_TARGET=str(target), PIP_NO_DEPS="1", PIP_QUIET="1")
+    real = autogpt("plugins", "install", str(build), env=env, timeout=300)
+    assert real.returncode == 0, real.stderr
+    assert (target / "autogpt_plugin_hello" / "autogpt-plugin.yaml").exists()
