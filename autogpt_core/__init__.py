@@ -38,6 +38,7 @@ if _typing.TYPE_CHECKING:
     from ._config import Config as Config
     from ._config import Limits as Limits
     from ._config import load_config as load_config
+    from ._files import write_atomically as write_atomically
     from ._hookcall import AsyncHookCaller as AsyncHookCaller
     from ._hookcall import AsyncHooks as AsyncHooks
     from ._hookcall import HookManager as HookManager
@@ -69,6 +70,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Limits": ("_config", "Limits"),
     "load_config": ("_config", "load_config"),
     "AsyncHookCaller": ("_hookcall", "AsyncHookCaller"),
+    "write_atomically": ("_files", "write_atomically"),
     "AsyncHooks": ("_hookcall", "AsyncHooks"),
     "HookManager": ("_hookcall", "HookManager"),
     "PluginRecord": ("_loader", "PluginRecord"),
@@ -154,6 +156,7 @@ __all__ = [
     "Workspace",
     "WorkspaceError",
     "__version__",
+    "write_atomically",
     "load_config",
     "load_manifest",
     "load_plugins",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ import attrs
 import yaml
 
 from ._errors import ConfigError
+from ._files import write_atomically
 
 APP_NAME = "autogpt"
 DEFAULT_GRANTS = frozenset({"fs.read", "fs.write"})
@@ -256,18 +256,7 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
 
 def write_raw(path: Path, raw: Mapping[str, Any]) -> None:
     """Write the config atomically: a crash leaves the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(dict(raw), sort_keys=False, default_flow_style=False)
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".yaml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, yaml.safe_dump(dict(raw), sort_keys=False, default_flow_style=False))
 
 
 def set_plugin_state(path: Path, plugin_ids: list[str], *, enabled: bool) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import tempfile
 from importlib.metadata import Distribution, EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import attrs
 
 from ._errors import ManifestError, ManifestIssue
+from ._files import write_atomically
 from ._manifest import MANIFEST_FILENAME, Manifest, load_manifest
 from ._version import __version__
 
@@ -160,11 +160,7 @@ class ManifestCache:
         if not self._dirty or self.path is None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".manifests-", dir=self.path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"core": __version__, "entries": self._entries}, fh)
-            os.replace(tmp, self.path)
+            write_atomically(self.path, json.dumps({"core": __version__, "entries": self._entries}))
             self._dirty = False
         except OSError:
             pass

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import attrs
 import trio
 
-from autogpt_core import ConfigError, LLMError, ReplayMismatchError
+from autogpt_core import ConfigError, LLMError, ReplayMismatchError, write_atomically
 from hookspecs import (
     JSON,
     LLMProvider,
@@ -299,25 +298,6 @@ def load_recording(path: str | os.PathLike[str]) -> Recording:
             f"{exc.colno}): fix it, or re-record it with --record {source}"
         ) from None
     return Recording.from_json(data, source)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old file or the new, never half.
-
-    The text goes to a temporary file in the same directory, is flushed to disk, and
-    is renamed over ``path`` (atomic on POSIX and Windows).
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 # --- the providers -------------------------------------------------------------------------
