@@ -156,10 +156,10 @@ __all__ = [
     "Workspace",
     "WorkspaceError",
     "__version__",
-    "write_atomically",
     "load_config",
     "load_manifest",
     "load_plugins",
     "parse_manifest",
     "scan_plugins",
+    "write_atomically",
 ]
