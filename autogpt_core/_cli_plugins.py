@@ -328,10 +328,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_install(args: argparse.Namespace) -> int:
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     specs = []
     for name in args.names:
-        looks_like_path = "/" in name or name.startswith(".") or name.endswith((".whl", ".tar.gz"))
+        archive = (".whl", ".zip", ".tar.gz", ".tar.bz2", ".tar.xz", ".tgz")
+        looks_like_path = "/" in name or name.startswith(".") or name.lower().endswith(archive)
         if looks_like_path:
             specs.append(name)
             continue
@@ -343,7 +345,7 @@ def cmd_install(args: argparse.Namespace) -> int:
                 f"path: {exc}"
             ) from None
         # Always the plugin's distribution: 'notes==1.0' must never install PyPI's 'notes'.
-        if not requirement.name.startswith("autogpt-plugin-"):
+        if not canonicalize_name(requirement.name).startswith("autogpt-plugin-"):
             requirement.name = f"autogpt-plugin-{requirement.name}"
         specs.append(str(requirement))
     command = [sys.executable, "-m", "pip", "install", *specs]
@@ -371,11 +373,16 @@ def cmd_new(args: argparse.Namespace) -> int:
     from ._discovery import iter_sources
     from ._scaffold import create_plugin
 
-    taken = {source.id: source.distribution for source in iter_sources()}
-    if args.plugin_id in taken:
+    def normal(plugin_id: str) -> str:
+        # my-tool and my_tool make the same distribution and package names.
+        return plugin_id.replace("-", "_")
+
+    taken = {normal(source.id): source for source in iter_sources()}
+    clash = taken.get(normal(args.plugin_id))
+    if clash is not None:
         raise ConfigError(
-            f"the plugin id {args.plugin_id!r} is already used by {taken[args.plugin_id]}: "
-            "choose another id (two plugins with one id both fail to load)"
+            f"the plugin id {args.plugin_id!r} clashes with {clash.id!r} of "
+            f"{clash.distribution}: choose another id"
         )
 
     path = create_plugin(args.plugin_id, args.directory)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from importlib import resources
@@ -172,18 +173,28 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
-    print(f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {outcome.result}")
+    code = 0 if outcome.status == "finished" else 1
     workspace = args.workspace or config.data_dir / "workspaces" / session_id
     if args.resume:
         from ._storage import Store
 
         with Store(config.data_dir / "sessions.sqlite3") as store:
             workspace = store.get_session(session_id).workspace
-    print(f"Workspace: {workspace.resolve()}")
+    lines = [
+        f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {outcome.result}",
+        f"Workspace: {workspace.resolve()}",
+    ]
     if args.record:
-        print(f"Recorded the model's answers to {args.record} (replay: --llm replay:{args.record})")
-    print(f"Session id: {session_id} (see 'autogpt sessions')")
-    return 0 if outcome.status == "finished" else 1
+        lines.append(
+            f"Recorded the model's answers to {args.record} (replay: --llm replay:{args.record})"
+        )
+    lines.append(f"Session id: {session_id} (see 'autogpt sessions')")
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:
+        # Nobody reads the summary (| head): the exit code still tells how the run ended.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
 
 
 def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception | None:

@@ -62,6 +62,8 @@ class Limits:
     max_cost: float | None = None
     hook_timeout: float | None = 30.0
     command_timeout: float | None = 120.0
+    # A person answers confirmations and questions: by default there is no deadline.
+    confirm_timeout: float | None = None
     max_failures: int = 3
 
 
@@ -125,6 +127,8 @@ def read_raw(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path} is a directory, not a config file: give the file's path"
         ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text: save the config file as UTF-8") from None
     except OSError as exc:
         raise ConfigError(
             f"{path}: cannot read the config file ({exc}); check its permissions"

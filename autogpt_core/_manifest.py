@@ -24,7 +24,11 @@ from ._errors import ManifestError, ManifestIssue
 
 MANIFEST_FILENAME = "autogpt-plugin.yaml"
 # Environment variables that hold credentials by their name's convention.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+# Whole '_'-separated words: OPENAI_API_KEY and GITHUB_TOKEN, not MAX_TOKENS or KEYBOARD.
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?)(?:_|$)",
+    re.IGNORECASE,
+)
 MANIFEST_VERSION = 1
 
 

@@ -173,6 +173,10 @@ class Runtime:
                 f"no LLM provider {name!r} is available (available: {available}); "
                 "enable the plugin that provides it with 'autogpt plugins enable ID'"
             )
+        if options.record is not None and "record" not in registered:
+            raise ConfigError(
+                "--record needs the 'llm_replay' plugin: autogpt plugins enable llm_replay"
+            )
         extra: dict[str, Any] = {}
         if argument:
             extra["path"] = argument
@@ -190,10 +194,6 @@ class Runtime:
         if options.api_key:
             self.redactor.add([options.api_key])
         if options.record is not None:
-            if "record" not in registered:
-                raise ConfigError(
-                    "--record needs the 'llm_replay' plugin: autogpt plugins enable llm_replay"
-                )
             try:
                 provider = registered["record"][1](
                     ProviderOptions(extra={"path": str(options.record), "inner": provider})

@@ -200,14 +200,34 @@ class Session:
             await self.report(error)
         return result, errors
 
+    def _confirm_seconds(self) -> float:
+        # A person answers at their own pace: by default no deadline (limits.confirm_timeout).
+        limit = self.runtime.config.limits.confirm_timeout
+        return math.inf if limit is None else limit
+
     async def recall(self, query: MemoryQuery) -> list[MemoryHit]:
-        """``memory_recall`` over every backend, merged: best score first, no repeats."""
+        """``memory_recall`` over every backend, merged: best score first, no repeats.
+
+        What is not a list of ``MemoryHit`` with a numeric score is left out and reported.
+        """
         results = await self.hook("memory_recall", query=query) or []
-        hits = sorted(
-            (h for backend in results if backend for h in backend if isinstance(h, MemoryHit)),
-            key=lambda h: h.score,
-            reverse=True,
-        )
+        valid: list[MemoryHit] = []
+        for answer in results:
+            hits = answer if isinstance(answer, list) else [answer]
+            for hit in hits:
+                if isinstance(hit, MemoryHit) and isinstance(hit.score, int | float):
+                    valid.append(hit)
+                elif hit is not None:
+                    await self.emit(
+                        EventKind.ERROR,
+                        {
+                            "plugin": "(a memory_recall implementation)",
+                            "hook": "memory_recall",
+                            "error": f"returned {type(hit).__name__}, not MemoryHit objects "
+                            "with a numeric score; it was left out",
+                        },
+                    )
+        hits = sorted(valid, key=lambda h: h.score, reverse=True)
         seen: set[str] = set()
         merged = []
         for hit in hits:
@@ -238,7 +258,7 @@ class Session:
         if self.options.continuous:
             return None
         # A person answers at their own pace: no hook deadline here.
-        answer = await self.hook("user_input", question=question, seconds=math.inf)
+        answer = await self.hook("user_input", question=question, seconds=self._confirm_seconds())
         return answer if isinstance(answer, str) else None
 
     # -- the loop -----------------------------------------------------------------------
@@ -489,10 +509,9 @@ class Session:
                     f"command {call.command!r} was not run: a pre_command implementation "
                     f"replaced it with {type(review.call).__name__}, not a CommandCall"
                 )
+            # The model's call id stays: its tool call is the one answered with the result.
             call = CommandCall(
-                review.call.command,
-                copy.deepcopy(dict(review.call.arguments)),
-                review.call.call_id or call.call_id,
+                review.call.command, copy.deepcopy(dict(review.call.arguments)), call.call_id
             )
             command = self.runtime.plugins.commands.get(call.command)
             command.validate(call.arguments)
@@ -516,6 +535,7 @@ class Session:
             plugin_id=command.plugin_id,
             settings=self.runtime.plugins.records[command.plugin_id].settings,  # type: ignore[arg-type]
             ask_user=self.ask_user,
+            redact=self.runtime.redactor.text,
         )
         result: CommandResult | None = None
         with trio.move_on_after(timeout if timeout else math.inf) as scope:
@@ -568,14 +588,15 @@ class Session:
                 "this session runs unattended (continuous mode), so it was not run. Use another "
                 f"command; an operator can grant {perms} under permissions.grant in the config"
             )
+        # The confirmer gets its own copy: nothing it does can change what runs.
         request = ConfirmationRequest(
-            call=call,
+            call=CommandCall(call.command, copy.deepcopy(dict(call.arguments)), call.call_id),
             plugin_id=plugin_id,
             missing_permissions=missing,
             description=command.decl.description,
         )
         # A person answers at their own pace: no hook deadline here.
-        answer = await self.hook("confirm", request=request, seconds=math.inf)
+        answer = await self.hook("confirm", request=request, seconds=self._confirm_seconds())
         approved = isinstance(answer, Confirmation) and answer.approved
         reason = answer.reason if isinstance(answer, Confirmation) else "nobody answered"
         await self.emit(

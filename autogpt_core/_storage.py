@@ -608,10 +608,7 @@ class Store:
         of those kinds only.
         """
         limit = max(query.limit, 0)
-        scope_sql, scope_params = _scope(query.scope, session_id)
-        if query.kinds:
-            scope_sql += f" AND m.kind IN ({', '.join('?' * len(query.kinds))})"
-            scope_params = (*scope_params, *query.kinds)
+        scope_sql, scope_params = _scope_and_kinds(query, session_id)
         columns = "m.id, m.session_id, m.kind, m.text, m.metadata, m.created_at"
         match = _match_expression(query.text)
         with self._read() as conn:
@@ -649,9 +646,10 @@ class Store:
 
         Empty ``query.text`` forgets every item in scope (``"session"``: ``session_id``'s,
         ``"all"``: every item); otherwise the items in scope matching any of its words.
-        Text without any word forgets nothing.
+        Non-empty ``query.kinds`` limits it to items of those kinds. Text without any word
+        forgets nothing.
         """
-        scope_sql, scope_params = _scope(query.scope, session_id)
+        scope_sql, scope_params = _scope_and_kinds(query, session_id)
         if not query.text.strip():
             sql, params = f"DELETE FROM memory AS m WHERE 1{scope_sql}", scope_params
         else:
@@ -999,6 +997,14 @@ def _match_expression(text: str) -> str | None:
     return " OR ".join(f'"{word}"' for word in words[:_MAX_QUERY_TERMS])
 
 
+def _scope_and_kinds(query: MemoryQuery, session_id: str) -> tuple[str, tuple[str, ...]]:
+    sql, params = _scope(query.scope, session_id)
+    if query.kinds:
+        sql += f" AND m.kind IN ({', '.join('?' * len(query.kinds))})"
+        params = (*params, *query.kinds)
+    return sql, params
+
+
 def _scope(scope: str, session_id: str) -> tuple[str, tuple[str, ...]]:
     if scope == "session":
         return " AND m.session_id = ?", (session_id,)
@@ -1049,8 +1055,12 @@ class AsyncStore:
 
     async def aclose(self) -> None:
         """Commit any writes still queued, then close the store."""
-        await self._flush()
+        await self.flush()
         await trio.to_thread.run_sync(self.store.close)
+
+    async def flush(self) -> None:
+        """Commit any writes still queued (left by callers that were cancelled)."""
+        await self._flush()
 
     # -- batched writes -----------------------------------------------------------------
 

@@ -291,14 +291,23 @@ class CommandResult:
         return cls(ok=False, error=error)
 
 
+def _unchanged(text: str) -> str:
+    return text
+
+
 @attrs.frozen
 class CommandContext:
-    """Passed to a command function that declares a ``ctx`` parameter."""
+    """Passed to a command function that declares a ``ctx`` parameter.
+
+    ``redact`` masks every known secret in a text: use it on anything the command keeps
+    (a note, a file it writes on the model's behalf) that could carry one.
+    """
 
     session: SessionView
     plugin_id: str
     settings: PluginSettings
     ask_user: Callable[[str], Awaitable[str | None]] = attrs.field(repr=False)
+    redact: Callable[[str], str] = attrs.field(default=_unchanged, repr=False)
 
 
 CommandFunction = Callable[..., Any]

@@ -193,9 +193,22 @@ def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
     """install NAME means autogpt-plugin-NAME, pinned versions included; paths are kept;
     a path really installs (here into a pip target directory)."""
     env = cli_env(tmp_path)
-    dry = autogpt("plugins", "install", "--dry-run", "notes==1.0", "hello>=2", "./x.whl", env=env)
+    dry = autogpt(
+        "plugins",
+        "install",
+        "--dry-run",
+        "notes==1.0",
+        "hello>=2",
+        "autogpt_plugin_web",
+        "./x.whl",
+        "pkg.zip",
+        env=env,
+    )
     assert dry.returncode == 0
-    assert "install autogpt-plugin-notes==1.0 autogpt-plugin-hello>=2 ./x.whl" in dry.stdout
+    assert (
+        "install autogpt-plugin-notes==1.0 autogpt-plugin-hello>=2 autogpt_plugin_web "
+        "./x.whl pkg.zip"
+    ) in dry.stdout
     bad = autogpt("plugins", "install", "--dry-run", "not a name!", env=env)
     assert bad.returncode == 2
     assert "neither a plugin name" in bad.stderr

@@ -129,6 +129,14 @@ def test_reading_a_secret_needs_the_secrets_permission() -> None:
     assert validate_manifest(data, source="m.yaml").permissions[-1] == "secrets:OPENAI_API_KEY"
 
 
+@pytest.mark.parametrize("name", ["MAX_TOKENS", "KEYBOARD_LAYOUT", "TOKENIZERS_PARALLELISM"])
+def test_ordinary_variables_are_not_taken_for_secrets(name: str) -> None:
+    """Names that merely contain KEY or TOKEN inside a word need no secrets permission."""
+    data = yaml.safe_load(VALID)
+    data["config"]["settings"]["plain"] = {"type": "string", "env": name}
+    assert validate_manifest(data, source="m.yaml").id == "notes"
+
+
 def test_yaml_syntax_error_names_line() -> None:
     """Broken YAML is a ManifestError with the line number, not a yaml exception."""
     (field, problem), *_ = _issues("id: [unclosed\nname: x\n")

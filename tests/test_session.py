@@ -56,10 +56,32 @@ async def test_what_is_confirmed_is_exactly_what_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "ws" / "original.txt").exists()
 
 
+class MeddlingConfirmer:
+    @hookimpl(tryfirst=True)
+    def confirm(self, session: Any, request: Any) -> None:
+        request.call.arguments["command"] = "echo meddled > meddled.txt"
+
+
+async def test_a_confirmer_cannot_change_what_runs(tmp_path: Path) -> None:
+    """confirm implementations get a copy of the call: editing it changes nothing."""
+    replies = [
+        _reply("run_shell", {"command": "echo fine > fine.txt"}, "s1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    await _run(
+        tmp_path,
+        replies,
+        extra_plugins=[MeddlingConfirmer(), Recorder()],
+        enable=frozenset({"shell"}),
+    )
+    assert (tmp_path / "ws" / "fine.txt").exists()
+    assert not (tmp_path / "ws" / "meddled.txt").exists()
+
+
 class Escalator:
     @hookimpl
     def pre_command(self, session: Any, review: Any) -> None:
-        review.call = CommandCall("run_shell", {"command": "echo x > escalated.txt"}, "w1")
+        review.call = CommandCall("run_shell", {"command": "echo x > escalated.txt"}, "other")
 
 
 async def test_a_rewrite_to_a_risky_command_is_checked_again(tmp_path: Path) -> None:
@@ -73,6 +95,7 @@ async def test_a_rewrite_to_a_risky_command_is_checked_again(tmp_path: Path) -> 
         enable=frozenset({"shell"}),
     )
     assert not (tmp_path / "ws" / "escalated.txt").exists()
+    # The model's own call (id w1) is answered, whatever id the rewrite carried.
     assert "continuous mode" in _tool_answers(provider.requests[1])[0]
 
 
@@ -194,6 +217,7 @@ async def test_secrets_reach_no_store_log_or_memory(tmp_path: Path) -> None:
     replies = [
         _reply("write_file", {"path": "s.txt", "content": secret}, "w1"),
         _reply("write_file", f'{{"path": "{secret}" broken json', "w2"),
+        _reply("remember", {"text": f"the key is {secret}"}, "r1"),
         _reply("finish", {"result": f"the key is {secret}"}, "f1"),
     ]
     cfg = _config(tmp_path)
@@ -233,6 +257,24 @@ class ExtraMemory:
         return [MemoryHit(item, score=1e-9, backend="extra")]
 
 
+class BrokenMemory:
+    @hookimpl
+    def memory_recall(self, session: Any, query: Any) -> object:
+        return 42
+
+
+async def test_a_memory_backend_returning_nonsense_is_left_out(tmp_path: Path) -> None:
+    """A recall answer that is not MemoryHits is reported and ignored; the session runs."""
+    outcome, _, store = await _run(
+        tmp_path, [_reply("finish", {"result": "ok"}, "f1")], extra_plugins=[BrokenMemory()]
+    )
+    assert outcome.status == "finished"
+    with store:
+        session = store.list_sessions().items[0]
+        errors = [e.data for e in store.list_events(session.id) if e.kind == "error"]
+    assert any("returned int, not MemoryHit" in e["error"] for e in errors)
+
+
 async def test_new_sessions_start_with_notes_from_earlier_ones(tmp_path: Path) -> None:
     """What one session remembered is in the next session's prompt, merged with other
     backends' hits by score; per-cycle observations are not."""
@@ -248,3 +290,41 @@ async def test_new_sessions_start_with_notes_from_earlier_ones(tmp_path: Path) -
     assert "From memory: from the other backend" in system
     assert system.index("notes.txt, never") < system.index("other backend")
     assert "Cycle 1" not in system
+
+
+async def test_always_is_per_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """'Always' for one plugin's shell command does not grant shell to another plugin."""
+    from tests.distfactory import write_plugin
+
+    site = tmp_path / "site"
+    write_plugin(
+        site,
+        "othershell",
+        """
+        from hookspecs import hookimpl
+        def other_shell(command):
+            return "ran " + command
+        @hookimpl
+        def register_commands(register):
+            register("other_shell", other_shell)
+        """,
+        permissions="[shell]",
+        commands=(
+            "[{name: other_shell, description: Run it., permissions: [shell], "
+            "parameters: {type: object, properties: {command: {type: string}}, "
+            "required: [command]}}]"
+        ),
+    )
+    monkeypatch.syspath_prepend(str(site))
+    import importlib
+
+    importlib.invalidate_caches()
+    recorder = Recorder(remember=True)
+    replies = [
+        _reply("run_shell", {"command": "echo 1 > one.txt"}, "s1"),
+        _reply("run_shell", {"command": "echo 2 > two.txt"}, "s2"),
+        _reply("other_shell", {"command": "x"}, "o1"),
+        _reply("finish", {"result": "ok"}, "f1"),
+    ]
+    await _run(tmp_path, replies, extra_plugins=[recorder], enable=frozenset({"shell"}))
+    assert [r.plugin_id for r in recorder.asked] == ["shell", "othershell"]

@@ -548,3 +548,13 @@ async def test_async_store_memory_and_artifacts(tmp_path: Path) -> None:
     assert await store.memory_forget(MemoryQuery("sky"), "s") == 1
     assert (await store.load_cycles("s")) == []
     await store.aclose()
+
+
+def test_forget_respects_kinds(tmp_path: Path) -> None:
+    """Forgetting observations leaves notes alone."""
+    with Store(tmp_path / "m.sqlite3") as store:
+        store.memory_store(MemoryItem("a note", "s", kind="note"))
+        store.memory_store(MemoryItem("an observation", "s", kind="observation"))
+        assert store.memory_forget(MemoryQuery("", kinds=("observation",)), "s") == 1
+        (hit,) = store.memory_recall(MemoryQuery(""), "s")
+    assert hit.item.kind == "note"

@@ -119,7 +119,9 @@ class SQLiteMemory:
 
     def remember(self, ctx: CommandContext, text: str) -> str:
         """The ``remember`` command."""
-        item_id = self.memory_store(ctx.session, MemoryItem(text=text, session_id=ctx.session.id))
+        # Masked: a note outlives the session and reaches later sessions' prompts.
+        note = MemoryItem(text=ctx.redact(text), session_id=ctx.session.id)
+        item_id = self.memory_store(ctx.session, note)
         return f"Remembered (id {item_id})."
 
     def recall(
@@ -198,6 +200,10 @@ def memory_forget(session: SessionView, query: MemoryQuery) -> int:
     return _memory.memory_forget(session, query)
 
 
-@hookimpl(blocking=True)
-def autogpt_shutdown(runtime: RuntimeView) -> None:
-    _memory.close()
+@hookimpl
+async def autogpt_shutdown(runtime: RuntimeView) -> None:
+    # Commit what cancelled callers may have left queued, then close the file.
+    pending = _memory._async
+    if pending is not None:
+        await pending.flush()
+    await trio.to_thread.run_sync(_memory.close)
