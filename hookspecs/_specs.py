@@ -144,9 +144,12 @@ def post_plan(session: SessionView, review: PlanReview) -> None:
 
 @hookspec
 def pre_command(session: SessionView, review: CommandReview) -> None:
-    """Before a command runs (after permission checks): rewrite ``review.call`` or refuse it.
+    """Before a command's checks: rewrite ``review.call`` or ``review.refuse(reason)`` it.
 
-    A rewritten call is validated again against the command's parameter schema.
+    Runs before validation, the permission check and any confirmation, so that what is
+    validated and confirmed is exactly what runs: the reviewed call is copied, and the copy
+    is what is checked and run. An implementation that raises refuses the command (a
+    failing check never lets a command through).
     """
 
 
