@@ -114,6 +114,7 @@ class Session:
     budget: Budget
     history: list[Message] = attrs.field(factory=list)
     cycle: int = 0
+    _completed: int | None = attrs.field(default=None, init=False)
     failures: int = 0
     granted: set[tuple[str, str]] = attrs.field(factory=set)
     pending_events: list[Event] = attrs.field(factory=list)
@@ -273,8 +274,14 @@ class Session:
             return f"spent ${b.cost_usd:.4f} of ${b.max_cost_usd:.4f} (raise it with --max-cost)"
         return None
 
+    @property
+    def completed(self) -> int:
+        """Cycles committed to the store (the one in flight, if any, is not)."""
+        return self._completed if self._completed is not None else self.cycle
+
     async def run(self) -> SessionOutcome:
         """Run cycles until the session finishes, fails, is stopped or runs out of budget."""
+        self._completed = self.cycle
         outcome = SessionOutcome(status="failed", cycles=self.cycle)
         try:
             await self.hook("session_start")
@@ -287,21 +294,21 @@ class Session:
             while True:
                 exhausted = self.budget_exhausted()
                 if exhausted:
-                    outcome = SessionOutcome("budget_exhausted", exhausted, self.cycle)
+                    outcome = SessionOutcome("budget_exhausted", exhausted, self.completed)
                     break
                 final = await self.run_cycle()
                 if final is not None:
-                    outcome = SessionOutcome("finished", self.runtime.redact(final), self.cycle)
+                    outcome = SessionOutcome("finished", self.runtime.redact(final), self.completed)
                     break
                 if self.failures >= self.runtime.config.limits.max_failures:
                     outcome = SessionOutcome(
                         "failed",
                         f"{self.failures} consecutive cycles failed; see the error events",
-                        self.cycle,
+                        self.completed,
                     )
                     break
         except trio.Cancelled:
-            outcome = SessionOutcome("interrupted", "stopped before finishing", self.cycle)
+            outcome = SessionOutcome("interrupted", "stopped before finishing", self.completed)
             with trio.CancelScope(shield=True):
                 await self._finish(outcome)
             raise
@@ -309,13 +316,13 @@ class Session:
             # A provider's error arrives wrapped by the hook that called it: report the
             # provider's own message, which says what to fix.
             cause = exc.__cause__ if isinstance(exc.__cause__, LLMError) else exc
-            outcome = SessionOutcome("failed", self.runtime.redact(str(cause)), self.cycle)
+            outcome = SessionOutcome("failed", self.runtime.redact(str(cause)), self.completed)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
-                outcome = SessionOutcome("interrupted", "stopped before finishing", self.cycle)
+                outcome = SessionOutcome("interrupted", "stopped before finishing", self.completed)
             else:
                 why = f"internal error: {type(exc).__name__}: {exc}"
-                outcome = SessionOutcome("failed", self.runtime.redact(why), self.cycle)
+                outcome = SessionOutcome("failed", self.runtime.redact(why), self.completed)
             with trio.CancelScope(shield=True):
                 await self._finish(outcome)
             raise
@@ -440,6 +447,7 @@ class Session:
             events=events,
             budget=self.budget,
         )
+        self._completed = self.cycle
         if result is not None and result.ok and result.final:
             return result.output
         return None
