@@ -231,6 +231,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             "status": str(s.status),
             "goal": s.goal,
             "cycles": s.budget.get("cycles", 0),
+            "updated": s.updated_at,
             "workspace": str(s.workspace),
         }
         for s in page.items
@@ -238,6 +239,16 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    if not rows:
+        print("No sessions yet: start one with 'autogpt run GOAL'.")
+        return 0
+    import time
+
+    print(f"{'SESSION':<32}  {'UPDATED':<16}  {'STATUS':<16}  {'CYCLES':>6}  GOAL")
     for row in rows:
-        print(f"{row['id']}  {row['status']:<16} {row['cycles']!s:>3} cycles  {row['goal'][:60]}")
+        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated"]))
+        goal = row["goal"] if len(row["goal"]) <= 60 else row["goal"][:59] + "…"
+        print(f"{row['id']:<32}  {updated:<16}  {row['status']:<16}  {row['cycles']!s:>6}  {goal}")
+    if page.total > len(rows):
+        print(f"({len(rows)} of {page.total}; --limit N shows more)")
     return 0

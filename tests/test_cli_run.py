@@ -77,6 +77,14 @@ def test_demo_runs_offline_and_writes_its_file(tmp_path: Path) -> None:
     assert "Session finished" in result.stdout
     assert "Small hooks wait in line" in (workspace / "haiku.txt").read_text()
     assert "Traceback" not in result.stderr
+    import json
+
+    (stored,) = json.loads(autogpt("sessions", "--json", env=cli_env(tmp_path)).stdout)
+    assert (stored["status"], stored["cycles"]) == ("finished", 4)
+    assert stored["id"] in result.stdout
+    listing = autogpt("sessions", env=cli_env(tmp_path)).stdout.splitlines()
+    assert listing[0].split() == ["SESSION", "UPDATED", "STATUS", "CYCLES", "GOAL"]
+    assert listing[1].startswith(stored["id"])
 
 
 def test_missing_key_says_how_to_fix(tmp_path: Path) -> None:
