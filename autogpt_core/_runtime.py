@@ -13,7 +13,8 @@ the request to the session's provider, so plugins can wrap, cache or log every r
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,6 +44,17 @@ from ._storage import AsyncStore
 from ._version import __version__
 
 CORE_PLUGIN_NAME = "autogpt-core"
+# RunOptions stored with a session (never the API key), so that --resume runs it alike.
+_STORED_OPTIONS = (
+    "llm",
+    "model",
+    "base_url",
+    "max_cycles",
+    "max_tokens",
+    "max_cost",
+    "continuous",
+    "strict_replay",
+)
 
 
 class _ProviderBridge:
@@ -225,37 +237,28 @@ class Runtime:
         workspace = (
             options.workspace or self.config.data_dir / "workspaces" / session_id
         ).resolve()
-        stored = {
-            "llm": options.llm,
-            "model": options.model,
-            "base_url": options.base_url,
-            "max_cycles": options.max_cycles,
-            "max_tokens": options.max_tokens,
-            "max_cost": options.max_cost,
-            "continuous": options.continuous,
-            "strict_replay": options.strict_replay,
-        }
-        provider = await self.make_provider(options)
-        try:
+        stored = {name: getattr(options, name) for name in _STORED_OPTIONS}
+        async with self._provider(options) as provider:
             # Only now: a run that cannot start (no key, no recording) leaves nothing behind.
             workspace.mkdir(parents=True, exist_ok=True)
             await self.store.create_session(goal, workspace, session_id=session_id, config=stored)
-            session = Session(
-                runtime=self,
-                id=session_id,
-                goal=goal,
-                workspace=workspace,
-                options=options,
-                provider=provider,
-                budget=self._budget(options),
+            return await self._drive(
+                Session(
+                    runtime=self,
+                    id=session_id,
+                    goal=goal,
+                    workspace=workspace,
+                    options=options,
+                    provider=provider,
+                    budget=self._budget(options),
+                )
             )
-            return await self._drive(session)
-        finally:
-            with trio.CancelScope(shield=True):
-                await provider.aclose()
 
     async def resume(self, session_id: str, options: RunOptions | None = None) -> SessionOutcome:
-        """Continue a stored session from its last completed cycle."""
+        """Continue a stored session from its last completed cycle.
+
+        Options given now win over the ones stored with the session; the workspace stays.
+        """
         record = await self.store.get_session(session_id)
         if record.status == "finished":
             raise ConfigError(
@@ -269,41 +272,43 @@ class Runtime:
                 "its workspace: drop --workspace"
             )
         saved = dict(record.config)
-        merged = RunOptions(
-            llm=given.llm or saved.get("llm"),
-            model=given.model or saved.get("model"),
-            base_url=given.base_url or saved.get("base_url"),
-            api_key=given.api_key,
-            max_cycles=given.max_cycles
-            if given.max_cycles is not None
-            else saved.get("max_cycles"),
-            max_tokens=given.max_tokens
-            if given.max_tokens is not None
-            else saved.get("max_tokens"),
-            max_cost=given.max_cost if given.max_cost is not None else saved.get("max_cost"),
-            continuous=given.continuous or bool(saved.get("continuous")),
+        defaults = RunOptions()
+        merged = attrs.evolve(
+            given,
             workspace=record.workspace,
-            record=given.record,
-            strict_replay=given.strict_replay and bool(saved.get("strict_replay", True)),
             session_id=session_id,
+            **{
+                name: saved[name]
+                for name in _STORED_OPTIONS
+                if name in saved and getattr(given, name) == getattr(defaults, name)
+            },
         )
         cycles = await self.store.load_cycles(session_id)
         done = cycles[-1].number if cycles else 0
-        provider = await self.make_provider(merged, resume_from=done)
-        try:
+        async with self._provider(merged, resume_from=done) as provider:
             await self.store.update_session_status(session_id, "running")
-            session = Session(
-                runtime=self,
-                id=session_id,
-                goal=record.goal,
-                workspace=record.workspace,
-                options=merged,
-                provider=provider,
-                budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
-                history=history_from_cycles(cycles),
-                cycle=done,
+            return await self._drive(
+                Session(
+                    runtime=self,
+                    id=session_id,
+                    goal=record.goal,
+                    workspace=record.workspace,
+                    options=merged,
+                    provider=provider,
+                    budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
+                    history=history_from_cycles(cycles),
+                    cycle=done,
+                )
             )
-            return await self._drive(session)
+
+    @asynccontextmanager
+    async def _provider(
+        self, options: RunOptions, *, resume_from: int = 0
+    ) -> AsyncIterator[LLMProvider]:
+        """The session's provider, always closed at the end (even when cancelled)."""
+        provider = await self.make_provider(options, resume_from=resume_from)
+        try:
+            yield provider
         finally:
             with trio.CancelScope(shield=True):
                 await provider.aclose()

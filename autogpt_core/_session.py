@@ -97,6 +97,11 @@ def _result_json(result: CommandResult | None) -> Any:
     return {"ok": result.ok, "output": result.output, "error": result.error, "final": result.final}
 
 
+def _error_data(plugin: str, hook: str, error: str) -> dict[str, Any]:
+    """The data of an ``error`` event (see ``EventKind``)."""
+    return {"plugin": plugin, "hook": hook, "error": error}
+
+
 def _short(value: str, limit: int = _MAX_OBSERVATION) -> str:
     return value if len(value) <= limit else value[: limit - 20] + f"... [{len(value)} chars]"
 
@@ -114,7 +119,8 @@ class Session:
     budget: Budget
     history: list[Message] = attrs.field(factory=list)
     cycle: int = 0
-    _completed: int | None = attrs.field(default=None, init=False)
+    # Cycles committed to the store (the one in flight, if any, is not).
+    completed: int = 0
     failures: int = 0
     granted: set[tuple[str, str]] = attrs.field(factory=set)
     pending_events: list[Event] = attrs.field(factory=list)
@@ -167,20 +173,13 @@ class Session:
                 kind=EventKind.ERROR,
                 session_id=self.id,
                 cycle=self.cycle,
-                data={
-                    "plugin": error.plugin,
-                    "hook": error.hook,
-                    "error": self.runtime.redact(str(error)),
-                },
+                data=self.runtime.redact(_error_data(error.plugin, error.hook, str(error))),
                 timestamp=time.time(),
             )
         )
 
     async def report(self, error: HookError) -> None:
-        await self.emit(
-            EventKind.ERROR,
-            {"plugin": error.plugin, "hook": error.hook, "error": str(error)},
-        )
+        await self.emit(EventKind.ERROR, _error_data(error.plugin, error.hook, str(error)))
 
     async def hook(self, name: str, *, seconds: float | None = None, **kwargs: Any) -> Any:
         """Call a hook with the session's deadline, isolating failing implementations."""
@@ -221,12 +220,12 @@ class Session:
                 elif hit is not None:
                     await self.emit(
                         EventKind.ERROR,
-                        {
-                            "plugin": "(a memory_recall implementation)",
-                            "hook": "memory_recall",
-                            "error": f"returned {type(hit).__name__}, not MemoryHit objects "
-                            "with a numeric score; it was left out",
-                        },
+                        _error_data(
+                            "(a memory_recall implementation)",
+                            "memory_recall",
+                            f"returned {type(hit).__name__}, not MemoryHit objects with a "
+                            "numeric score; it was left out",
+                        ),
                     )
         hits = sorted(valid, key=lambda h: h.score, reverse=True)
         seen: set[str] = set()
@@ -274,14 +273,9 @@ class Session:
             return f"spent ${b.cost_usd:.4f} of ${b.max_cost_usd:.4f} (raise it with --max-cost)"
         return None
 
-    @property
-    def completed(self) -> int:
-        """Cycles committed to the store (the one in flight, if any, is not)."""
-        return self._completed if self._completed is not None else self.cycle
-
     async def run(self) -> SessionOutcome:
         """Run cycles until the session finishes, fails, is stopped or runs out of budget."""
-        self._completed = self.cycle
+        self.completed = self.cycle
         outcome = SessionOutcome(status="failed", cycles=self.cycle)
         try:
             await self.hook("session_start")
@@ -381,12 +375,12 @@ class Session:
         else:
             await self.emit(
                 EventKind.ERROR,
-                {
-                    "plugin": "(a post_plan implementation)",
-                    "hook": "post_plan",
-                    "error": f"review.plan was set to {type(review.plan).__name__}, not a Plan; "
+                _error_data(
+                    "(a post_plan implementation)",
+                    "post_plan",
+                    f"review.plan was set to {type(review.plan).__name__}, not a Plan; "
                     "the planner's plan is kept",
-                },
+                ),
             )
 
         result: CommandResult | None = None
@@ -447,7 +441,7 @@ class Session:
             events=events,
             budget=self.budget,
         )
-        self._completed = self.cycle
+        self.completed = self.cycle
         if result is not None and result.ok and result.final:
             return result.output
         return None
