@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,7 +220,25 @@ def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
     import shutil
 
     shutil.copytree(example, build)
+    # Build the wheel first: PIP_TARGET would leak into pip's isolated build environment.
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(build),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("*.whl")
     env = dict(env, PIP_TARGET=str(target), PIP_NO_DEPS="1", PIP_QUIET="1")
-    real = autogpt("plugins", "install", str(build), env=env, timeout=300)
+    real = autogpt("plugins", "install", str(wheel), env=env, timeout=300)
     assert real.returncode == 0, real.stderr
     assert (target / "autogpt_plugin_hello" / "autogpt-plugin.yaml").exists()
