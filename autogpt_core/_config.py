@@ -22,7 +22,6 @@ granted (file commands are confined to the session's workspace anyway).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,10 +31,10 @@ import yaml
 
 from ._errors import ConfigError
 from ._files import write_atomically
+from ._permissions import PERMISSION, PERMISSION_NAMES
 
 APP_NAME = "autogpt"
 DEFAULT_GRANTS = frozenset({"fs.read", "fs.write"})
-PERMISSION = re.compile(r"fs\.read|fs\.write|network|shell|install|secrets:[A-Za-z_][A-Za-z0-9_]*")
 
 _TOP_LEVEL = {"plugins", "permissions", "llm", "limits", "data_dir"}
 _SECTIONS: dict[str, set[str]] = {
@@ -213,7 +212,7 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
             raise fail(
                 "permissions.grant",
                 f"{grant!r} is not a permission",
-                "use fs.read, fs.write, network, shell, install or secrets:NAME",
+                f"use {PERMISSION_NAMES}",
             )
 
     limits_raw = sections["limits"]

@@ -21,6 +21,7 @@ import attrs
 import yaml
 
 from ._errors import ManifestError, ManifestIssue
+from ._permissions import PERMISSION_NAMES, PERMISSION_PATTERN
 
 MANIFEST_FILENAME = "autogpt-plugin.yaml"
 # Environment variables that hold credentials by their name's convention.
@@ -357,9 +358,7 @@ _ID_HINT = "use lower-case letters, digits, '-' and '_', starting with a letter 
 _PATTERN_HINTS = {
     "^[a-z][a-z0-9_-]{0,63}$": _ID_HINT,
     "^[a-z][a-z0-9_]{0,63}$": "use lower-case letters, digits and '_', starting with a letter",
-    "^(fs\\.read|fs\\.write|network|shell|install|secrets:[A-Za-z_][A-Za-z0-9_]*)$": (
-        "use one of fs.read, fs.write, network, shell, install, secrets:NAME"
-    ),
+    f"^{PERMISSION_PATTERN}$": f"use one of {PERMISSION_NAMES}",
     "^[A-Za-z_][A-Za-z0-9_]*$": "use an environment variable name: letters, digits and '_'",
 }
 

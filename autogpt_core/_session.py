@@ -19,6 +19,7 @@ that raises or overruns its deadline is reported as an error event and the sessi
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import time
@@ -538,6 +539,7 @@ class Session:
             settings=self.runtime.plugins.records[command.plugin_id].settings,  # type: ignore[arg-type]
             ask_user=self.ask_user,
             redact=self.runtime.redactor.text,
+            ask_permission=functools.partial(self.ask_permission, call, command),
         )
         result: CommandResult | None = None
         with trio.move_on_after(timeout if timeout else math.inf) as scope:
@@ -565,15 +567,42 @@ class Session:
         Grants from the config apply to every plugin; an "always" answer grants the
         permissions to that plugin only, for the rest of the session.
         """
+        await self._consent(call, command, command.decl.permissions)
+
+    async def ask_permission(
+        self, call: CommandCall, command: RegisteredCommand, permission: str, reason: str
+    ) -> bool:
+        """``CommandContext.ask_permission`` for the command running ``call``."""
+        manifest = self.runtime.plugins.records[command.plugin_id].manifest
+        if manifest is None or permission not in manifest.permissions:
+            raise PermissionDenied(
+                f"plugin {command.plugin_id!r} asked for permission {permission!r}, which its "
+                f"manifest does not declare; add it to 'permissions' in the manifest"
+            )
+        try:
+            await self._consent(call, command, (permission,), reason=reason)
+        except PermissionDenied:
+            return False
+        return True
+
+    async def _consent(
+        self,
+        call: CommandCall,
+        command: RegisteredCommand,
+        permissions: tuple[str, ...],
+        *,
+        reason: str = "",
+    ) -> None:
         plugin_id = command.plugin_id
         missing = tuple(
             p
-            for p in command.decl.permissions
+            for p in permissions
             if p not in self.runtime.config.grants and (plugin_id, p) not in self.granted
         )
         if not missing:
             return
         perms = ", ".join(missing)
+        why = f" ({reason})" if reason else ""
         if self.options.continuous:
             await self.emit(
                 EventKind.CONFIRMATION,
@@ -586,9 +615,10 @@ class Session:
                 },
             )
             raise PermissionDenied(
-                f"command {call.command!r} needs permission {perms}, which is not granted, and "
-                "this session runs unattended (continuous mode), so it was not run. Use another "
-                f"command; an operator can grant {perms} under permissions.grant in the config"
+                f"command {call.command!r} needs permission {perms}{why}, which is not granted, "
+                "and this session runs unattended (continuous mode), so it was not run. Use "
+                f"another command; an operator can grant {perms} under permissions.grant in "
+                "the config"
             )
         # The confirmer gets its own copy: nothing it does can change what runs.
         request = ConfirmationRequest(
@@ -596,11 +626,12 @@ class Session:
             plugin_id=plugin_id,
             missing_permissions=missing,
             description=command.decl.description,
+            reason=reason,
         )
         # A person answers at their own pace: no hook deadline here.
         answer = await self.hook("confirm", request=request, seconds=self._confirm_seconds())
         approved = isinstance(answer, Confirmation) and answer.approved
-        reason = answer.reason if isinstance(answer, Confirmation) else "nobody answered"
+        answered = answer.reason if isinstance(answer, Confirmation) else "nobody answered"
         await self.emit(
             EventKind.CONFIRMATION,
             {
@@ -608,13 +639,13 @@ class Session:
                 "plugin": plugin_id,
                 "missing": list(missing),
                 "approved": approved,
-                "reason": reason,
+                "reason": answered,
             },
         )
         if not approved:
             raise PermissionDenied(
-                f"the user did not allow command {call.command!r} (needs {perms})"
-                + (f": {reason}" if reason else "")
+                f"the user did not allow command {call.command!r} (needs {perms}{why})"
+                + (f": {answered}" if answered else "")
                 + ". Try another way to reach the goal"
             )
         if isinstance(answer, Confirmation) and answer.remember:

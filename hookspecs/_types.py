@@ -295,12 +295,23 @@ def _unchanged(text: str) -> str:
     return text
 
 
+async def _refuse(permission: str, reason: str) -> bool:
+    return False
+
+
 @attrs.frozen
 class CommandContext:
     """Passed to a command function that declares a ``ctx`` parameter.
 
     ``redact`` masks every known secret in a text: use it on anything the command keeps
     (a note, a file it writes on the model's behalf) that could carry one.
+
+    ``ask_permission(permission, reason)`` is for a permission that only some calls need
+    (``fs.overwrite`` when the file exists, ``network.local`` when the address is
+    private): it returns ``True`` when the permission is granted in the config or for the
+    session, or when the user allows this call now (shown the whole call and ``reason``);
+    ``False`` when refused, and always in continuous (unattended) mode. The plugin's
+    manifest must list the permission under ``permissions``.
     """
 
     session: SessionView
@@ -308,6 +319,7 @@ class CommandContext:
     settings: PluginSettings
     ask_user: Callable[[str], Awaitable[str | None]] = attrs.field(repr=False)
     redact: Callable[[str], str] = attrs.field(default=_unchanged, repr=False)
+    ask_permission: Callable[[str, str], Awaitable[bool]] = attrs.field(default=_refuse, repr=False)
 
 
 CommandFunction = Callable[..., Any]
@@ -391,12 +403,20 @@ class Event:
 
 @attrs.frozen
 class ConfirmationRequest:
-    """Asks the user whether a command may run with permissions not granted in the config."""
+    """Asks the user whether a command may run with permissions not granted in the config.
+
+    ``call`` is the whole call that will run if approved, every argument in full: show all
+    of it (``describe_call`` renders it safely for a terminal or a page), never a summary.
+    ``description`` is the command's description from its manifest; ``reason`` says why
+    this call needs the permission, when the command asked for it itself (for example
+    "write_file would overwrite notes.txt, which this session did not create").
+    """
 
     call: CommandCall
     plugin_id: str
     missing_permissions: tuple[str, ...]
     description: str = ""
+    reason: str = ""
 
 
 @attrs.frozen
