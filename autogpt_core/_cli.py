@@ -62,7 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except AutoGPTError as exc:
-        print(f"autogpt: error: {exc}", file=sys.stderr)
+        # Errors can quote a plugin, a file or a model: masked and shown, never acted on.
+        from hookspecs import printable
+
+        from ._redact import Redactor
+
+        print(
+            f"autogpt: error: {printable(Redactor.from_environment().text(str(exc)))}",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("autogpt: interrupted", file=sys.stderr)

@@ -10,7 +10,6 @@ permissions within the plugin's permissions, unique command names) live here.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -22,14 +21,9 @@ import yaml
 
 from ._errors import ManifestError, ManifestIssue
 from ._permissions import PERMISSION_NAMES, PERMISSION_PATTERN
+from ._redact import is_secret_name
 
 MANIFEST_FILENAME = "autogpt-plugin.yaml"
-# Environment variables that hold credentials by their name's convention.
-# Whole '_'-separated words: OPENAI_API_KEY and GITHUB_TOKEN, not MAX_TOKENS or KEYBOARD.
-_SECRET_NAME = re.compile(
-    r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?)(?:_|$)",
-    re.IGNORECASE,
-)
 MANIFEST_VERSION = 1
 
 
@@ -441,7 +435,7 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
     settings = data.get("config", {}).get("settings", {})
     for name, setting in settings.items():
         env = setting.get("env")
-        if env and (setting.get("secret") or _SECRET_NAME.search(env)):
+        if env and (setting.get("secret") or is_secret_name(env)):
             where = f"config.settings.{name}"
             if f"secrets:{env}" not in declared:
                 issues.append(

@@ -38,7 +38,7 @@ from ._config import Config
 from ._errors import ConfigError, HookError
 from ._hookcall import HookManager
 from ._loader import PluginSet, load
-from ._redact import Redactor
+from ._redact import MaskedProvider, Redactor
 from ._session import RunOptions, Session, history_from_cycles, new_session_id
 from ._storage import AsyncStore
 from ._version import __version__
@@ -84,7 +84,8 @@ class Runtime:
         self._pm_factory = pm_factory
         self.store_path = store_path or config.data_dir / "sessions.sqlite3"
         self._providers: dict[str, LLMProvider] = {}
-        self.redactor = Redactor()
+        # Secret-looking environment variables from the start; declared secrets at load.
+        self.redactor = Redactor.from_environment()
         self.hook_timeout = config.limits.hook_timeout
         self._store: AsyncStore | None = None
 
@@ -205,6 +206,8 @@ class Runtime:
         )
         if options.api_key:
             self.redactor.add([options.api_key])
+        # Inside the recorder: a recording keeps the model's answers masked too.
+        provider = MaskedProvider(provider, self.redactor)
         if options.record is not None:
             try:
                 provider = registered["record"][1](
@@ -233,6 +236,8 @@ class Runtime:
     async def run(self, goal: str, options: RunOptions | None = None) -> SessionOutcome:
         """Run a new session for ``goal`` to its end and return how it ended."""
         options = options or RunOptions()
+        # A secret in the goal would reach the store and the model: it is masked too.
+        goal = self.redactor.text(goal)
         session_id = options.session_id or new_session_id()
         workspace = (
             options.workspace or self.config.data_dir / "workspaces" / session_id

@@ -32,6 +32,7 @@ import attrs
 import trio
 
 from hookspecs import (
+    DATA_RULE,
     Budget,
     CommandCall,
     CommandContext,
@@ -55,10 +56,12 @@ from hookspecs import (
     Role,
     SessionOutcome,
     SessionView,
+    quote_data,
 )
 
 from ._commands import RegisteredCommand
 from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied
+from ._redact import masked_message
 from ._storage import CycleRecord, SessionStatus
 
 if TYPE_CHECKING:
@@ -346,12 +349,19 @@ class Session:
         self.cycle += 1
         view = self.refresh_view()
         prompt = PromptBuilder(goal=self.goal)
-        for memory in self.memories:
-            prompt.add_context(f"From memory: {memory}")
+        prompt.add_constraint(DATA_RULE)
         await self.hook("build_prompt", prompt=prompt)
-        system = Message(Role.SYSTEM, prompt.render())
+        redact = self.runtime.redactor.text
+        system = Message(Role.SYSTEM, redact(prompt.render()))
+        # Notes of earlier sessions are data the user's goal may use, never instructions:
+        # they go after the goal, quoted, not into the system message.
+        notes = (
+            [Message(Role.USER, quote_data("\n".join(self.memories), "notes of earlier sessions"))]
+            if self.memories
+            else []
+        )
         context = PlanningContext(
-            messages=(system, Message(Role.USER, self.goal), *self.history),
+            messages=(system, Message(Role.USER, self.goal), *notes, *self.history),
             tools=self.runtime.plugins.commands.tool_specs(),
             complete=self.complete,
             model=self.options.model,
@@ -403,7 +413,14 @@ class Session:
             observation = result.output if result.ok else f"Error: {result.error}"
             self.failures = 0 if result.ok else self.failures + 1
 
-        added = self._conversation(plan, _short(observation))
+        # A command's output is text from outside (a file, a page, a process): the model
+        # reads it quoted, as data with its source. The rest are the core's own words.
+        shown = _short(observation)
+        if result is not None and result.ok and plan.call is not None:
+            shown = quote_data(shown, f"output of {plan.call.command}")
+        # Kept masked: the next request to the model, the store and a resumed session
+        # all see "***" where a secret was.
+        added = [self._redact_message(m) for m in self._conversation(plan, shown)]
         self.history.extend(added)
         await self.hook(
             "memory_store",
@@ -436,8 +453,7 @@ class Session:
                     "completion_tokens": plan.usage.completion_tokens,
                     "cost_usd": plan.usage.cost_usd,
                 },
-                # Stored redacted too: a resumed session sees "***" where a secret was.
-                messages=tuple(self._redact_message(m) for m in added),
+                messages=tuple(added),
             ),
             events=events,
             budget=self.budget,
@@ -448,14 +464,7 @@ class Session:
         return None
 
     def _redact_message(self, message: Message) -> Message:
-        text = self.runtime.redactor.text
-        return attrs.evolve(
-            message,
-            content=text(message.content),
-            tool_calls=tuple(
-                attrs.evolve(c, arguments=text(c.arguments)) for c in message.tool_calls
-            ),
-        )
+        return masked_message(message, self.runtime.redactor.text)
 
     def _memory_text(self, plan: Plan, observation: str) -> str:
         if plan.call is None:
@@ -620,9 +629,11 @@ class Session:
                 f"another command; an operator can grant {perms} under permissions.grant in "
                 "the config"
             )
-        # The confirmer gets its own copy: nothing it does can change what runs.
+        # The confirmer gets its own copy (nothing it does can change what runs), whole but
+        # for secrets, which a confirmer could print: those show as "***".
+        shown = self.runtime.redact(copy.deepcopy(dict(call.arguments)))
         request = ConfirmationRequest(
-            call=CommandCall(call.command, copy.deepcopy(dict(call.arguments)), call.call_id),
+            call=CommandCall(call.command, shown, call.call_id),
             plugin_id=plugin_id,
             missing_permissions=missing,
             description=command.decl.description,

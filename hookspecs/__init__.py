@@ -17,6 +17,10 @@ from ._markers import PROJECT_NAME as PROJECT_NAME
 from ._markers import HookimplMarker as HookimplMarker
 from ._markers import hookimpl as hookimpl
 from ._markers import hookspec as hookspec
+from ._text import DATA_RULE as DATA_RULE
+from ._text import describe_call as describe_call
+from ._text import printable as printable
+from ._text import quote_data as quote_data
 from ._types import JSON as JSON
 from ._types import Budget as Budget
 from ._types import CommandCall as CommandCall
@@ -69,6 +73,7 @@ __all__ = [
     "CommandReview",
     "Confirmation",
     "ConfirmationRequest",
+    "DATA_RULE",
     "Event",
     "EventKind",
     "HookimplMarker",
@@ -98,7 +103,10 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "blocking",
+    "describe_call",
     "hookimpl",
     "hookspec",
+    "printable",
+    "quote_data",
     "specs",
 ]

@@ -54,6 +54,7 @@ async def _run(
     *,
     extra_plugins: Sequence[object] = (),
     options: RunOptions | None = None,
+    goal: str = GOAL,
     **config: Any,
 ) -> tuple[Any, ScriptedProvider, Store]:
     cfg = _config(tmp_path, **config)
@@ -64,7 +65,7 @@ async def _run(
         plugins.pm.register(plugin, name=type(plugin).__name__.lower())
     async with Runtime(cfg, plugins=plugins) as rt:
         outcome = await rt.run(
-            GOAL,
+            goal,
             attrs.evolve(options or RunOptions(), llm="scripted", workspace=tmp_path / "ws"),
         )
     return outcome, provider, Store(tmp_path / "data" / "sessions.sqlite3")

@@ -394,7 +394,16 @@ def plugin_graphs(draw: st.DrawFn) -> dict[str, dict[str, list[str]]]:
     return graph
 
 
-_PERMISSIONS = ["fs.read", "fs.write", "network", "shell", "install", "secrets:TOKEN"]
+_PERMISSIONS = [
+    "fs.read",
+    "fs.write",
+    "fs.overwrite",
+    "network",
+    "network.local",
+    "shell",
+    "install",
+    "secrets:TOKEN",
+]
 _command_names = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
 _SETTING_VALUES = {
     "string": st.text(max_size=5),
@@ -455,3 +464,94 @@ def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
         "config": {"settings": settings},
         "codeowners": draw(st.lists(st.text(min_size=1, max_size=5), max_size=2)),
     }
+
+
+# --- text from outside: consent prompts, terminal output --------------------------------
+
+# Characters an attacker would use to hide or rewrite what a terminal shows.
+_HOSTILE_CHARS = st.sampled_from(
+    [
+        "\x1b[2K",
+        "\x1b[1A",
+        "\r",
+        "\x08",
+        "\x00",
+        "\x7f",
+        "\x9b",
+        "\u202e",
+        "\u2066",
+        "\u200b",
+        "\u2028",
+        "\n",
+        "\t",
+        " " * 50,
+        "; touch HIDDEN",
+        "é",
+        "\\x1b",
+    ]
+)
+hostile_text = st.lists(st.one_of(_HOSTILE_CHARS, st.text(max_size=10)), max_size=8).map("".join)
+
+
+@st.composite
+def hostile_arguments(draw: st.DrawFn) -> dict[str, str]:
+    """Command arguments full of control characters, escapes and padding."""
+    names = draw(st.lists(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), max_size=3, unique=True))
+    return {name: draw(hostile_text) for name in names}
+
+
+# --- network addresses -------------------------------------------------------------------
+
+
+def ip_addresses() -> st.SearchStrategy[Any]:
+    """IPv4 and IPv6 addresses (special-use ranges often), and IPv6 addresses carrying an
+    IPv4 one: IPv4-mapped, NAT64, IPv4-compatible and 6to4 (``tests/test_plugin_web.py``)."""
+    import ipaddress  # here, not at the top: this section was appended to the module
+
+    v4 = st.ip_addresses(v=4)
+    # (prefix, shift): the IPv4 address sits in the last 32 bits, or in bits 80-111 for 6to4.
+    carriers = [(0xFFFF << 32, 0), (0x64FF9B << 96, 0), (0, 0), (0x2002 << 112, 80)]
+    carrying = st.builds(
+        lambda carrier, v4_address: ipaddress.IPv6Address(
+            carrier[0] | int(v4_address) << carrier[1]
+        ),
+        st.sampled_from(carriers),
+        v4,
+    )
+    return st.one_of(v4, st.ip_addresses(v=6), carrying)
+
+
+# --- hard links into the workspace (tests/test_workspace.py) ---------------------------
+
+#: Names in the workspace that are hard links to the outside secret.
+HARD_LINKS = ("hard_link", "sub/hard_link")
+
+
+def add_hard_links(layout: Layout) -> None:
+    """Hard-link the outside secret into the workspace, as a user or a process could."""
+    for name in HARD_LINKS:
+        os.link(layout.outside / "secret.txt", layout.root / name)
+
+
+def hard_link_path_specs() -> st.SearchStrategy[PathSpec]:
+    """Paths ending at a hard link, spelled through '.', '..', inner links or the root."""
+    return st.builds(
+        PathSpec,
+        anchor=st.sampled_from(("", "", "<root>")),
+        segments=st.lists(st.sampled_from((".", "..", "sub", "inner")), max_size=3).map(
+            lambda prefix: (*prefix, "hard_link")
+        ),
+        trailing_slash=st.just(False),
+    )
+
+
+# --- session ids and their prefixes (tests/test_storage.py) ----------------------------
+
+# Few letters, so that prefixes often match several ids, one, or none.
+_ID_LETTERS = st.sampled_from("ab1é")
+
+#: Sets of session ids, some of which are prefixes of others.
+session_id_sets = st.sets(st.text(_ID_LETTERS, min_size=1, max_size=4), min_size=1, max_size=8)
+
+#: What a user may type for a session id: possibly empty, possibly no id's start.
+session_id_prefixes = st.text(_ID_LETTERS, max_size=4)

@@ -289,7 +289,19 @@ async def test_a_server_echoing_the_key_is_redacted(
     with pytest.raises(LLMError) as info:
         await provider.complete(HI)
     assert SECRET not in str(info.value)
-    assert "[redacted]" in str(info.value)
+    assert "Incorrect API key provided: ***." in str(info.value)
+
+
+async def test_a_one_letter_key_does_not_mangle_messages(server: FakeOpenAI) -> None:
+    """OPENAI_API_KEY=k masks nothing: the server's words reach the message intact."""
+    provider = make_provider(server.base_url, api_key="k")
+    server.add(Reply(status=401, error_message="fake key: check your key"))
+    try:
+        with pytest.raises(LLMError) as info:
+            await provider.complete(HI)
+    finally:
+        await provider.aclose()
+    assert "fake key: check your key" in str(info.value)
 
 
 @pytest.mark.parametrize(

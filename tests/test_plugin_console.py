@@ -12,9 +12,11 @@ import jsonschema
 import pluggy
 import pytest
 import yaml
+from hypothesis import given
 
 import hookspecs
 from autogpt_plugins import console
+from tests import strategies
 from hookspecs import (
     Budget,
     CommandCall,
@@ -199,8 +201,86 @@ def test_confirm_reads_the_answer_from_stdin(
     monkeypatch.setattr(sys, "stdin", io.StringIO(answer))
     assert console.confirm(session=SESSION, request=request()) == expected
     assert capsys.readouterr().out == (
-        "Allow shell.run_shell(command='rm -rf build') needing shell? [y/N/a(lways)] " + answer
+        'shell.run_shell\n  command = "rm -rf build"\n'
+        "Allow this call, needing shell? [y/N/a(lways)] " + answer
     )
+
+
+def test_confirm_shows_every_argument_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long argument is wrapped, never elided: the hidden tail is on the screen."""
+    hidden = "echo 'listing your files, harmless'" + " " * 300 + "; touch HIDDEN"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("n\n"))
+    monkeypatch.setattr(console, "_width", lambda: 80)
+    call = CommandCall("run_shell", {"command": hidden, "timeout": 5})
+    console.confirm(session=SESSION, request=ConfirmationRequest(call, "shell", ("shell",)))
+    out = capsys.readouterr().out
+    assert "…" not in out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    # Unwrapped, the lines hold the whole JSON value of every argument.
+    unwrapped = "".join(
+        line.split("↪ ", 1)[1] if "↪ " in line else line for line in out.splitlines()
+    )
+    assert json.dumps(hidden) in unwrapped
+    assert "timeout = 5" in out
+
+
+@given(arguments=strategies.hostile_arguments())
+def test_confirm_shows_control_characters_visibly(arguments: dict[str, str]) -> None:
+    """No control, escape or bidi character of any argument reaches the terminal as is,
+    and every argument's value can be read back from the prompt."""
+    request = ConfirmationRequest(CommandCall("run_shell", arguments), "shell", ("shell",))
+    question = console.confirm_question(request, width=60)
+    for char in question:
+        assert char in "\n" or char.isprintable(), repr(char)
+    unwrapped = "".join(
+        line.split("↪ ", 1)[1] if "↪ " in line else line for line in question.splitlines()
+    )
+    for value in arguments.values():
+        assert hookspecs.printable(json.dumps(value, ensure_ascii=False), newlines=False) in (
+            unwrapped
+        )
+
+
+def test_confirm_shows_the_reason_and_description_safely() -> None:
+    """The manifest's description and the command's reason are shown, made printable."""
+    request = ConfirmationRequest(
+        CommandCall("write_file", {"path": "a.txt", "content": "x"}),
+        "workspace",
+        ("fs.overwrite",),
+        description="Write\x1b[2K a file",
+        reason="write_file would replace a.txt, which this session did not create",
+    )
+    question = console.confirm_question(request)
+    assert "\x1b" not in question
+    assert "Write\\x1b[2K a file" in question
+    assert "Why: write_file would replace a.txt" in question
+    assert "fs.overwrite" in question
+
+
+def test_events_from_outside_cannot_drive_the_terminal() -> None:
+    """Model text, command output and plugin errors print with escapes made visible."""
+    evil = "done\x1b[2K\x1b[1A\rfake line\u202etxt.exe"
+    for kind, data in [
+        (EventKind.PLAN, {"text": evil, "call": None}),
+        (EventKind.RESULT, {"command": "read_file", "ok": True, "output": evil}),
+        (EventKind.ERROR, {"plugin": "p", "hook": "h", "error": evil}),
+        (EventKind.SESSION_END, {"status": "finished", "result": evil}),
+        (EventKind.MESSAGE, {"text": evil}),
+    ]:
+        line = console.format_event(SESSION, Event(kind, "s", 1, data), color=False, max_chars=1000)
+        assert "\x1b" not in line and "\r" not in line and "\u202e" not in line
+        assert "\\x1b[2K\\x1b[1A\\rfake line\\u202etxt.exe" in line
+
+
+def test_user_input_question_is_printable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A question the model asks cannot erase lines at the terminal."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("ok\n"))
+    console.user_input(session=SESSION, question="Sure?\x1b[1A\x1b[2K")
+    assert capsys.readouterr().out == "Sure?\\x1b[1A\\x1b[2K\n> ok\n"
 
 
 def test_confirm_at_end_of_input_gives_no_answer(

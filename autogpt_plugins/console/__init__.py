@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Mapping
@@ -21,7 +22,9 @@ from hookspecs import (
     EventKind,
     PluginSettings,
     SessionView,
+    describe_call,
     hookimpl,
+    printable,
 )
 
 _settings = PluginSettings(plugin_id="console")
@@ -87,12 +90,7 @@ def on_event(session: SessionView, event: Event) -> None:
 @hookimpl(blocking=True)
 def confirm(session: SessionView, request: ConfirmationRequest) -> Confirmation | None:
     """Ask at the terminal; ``None`` when stdin is closed or at its end."""
-    call = format_call(request.call.command, request.call.arguments, 200)
-    needs = ", ".join(request.missing_permissions) or "no listed permission"
-    question = f"Allow {request.plugin_id}.{call} needing {needs}? [y/N/a(lways)] "
-    if request.description:
-        question = f"{request.description}\n{question}"
-    answer = _ask(question)
+    answer = _ask(confirm_question(request, width=_width()))
     if answer is None:
         return None
     answer = answer.strip().lower()
@@ -108,7 +106,32 @@ def confirm(session: SessionView, request: ConfirmationRequest) -> Confirmation 
 @hookimpl(blocking=True)
 def user_input(session: SessionView, question: str) -> str | None:
     """Ask ``question`` at the terminal; ``None`` when stdin is closed or at its end."""
-    return _ask(f"{question}\n> ")
+    return _ask(f"{printable(question)}\n> ")
+
+
+def confirm_question(request: ConfirmationRequest, *, width: int = 100) -> str:
+    """The consent prompt: what the command is, why it asks, and the whole call.
+
+    Every argument is shown in full (``describe_call``); nothing from the model, the
+    manifest or the plugin can move the cursor, erase a line or hide a character.
+    """
+    needs = ", ".join(request.missing_permissions) or "no listed permission"
+    lines = []
+    if request.description:
+        lines.append(printable(" ".join(request.description.split())))
+    if request.reason:
+        lines.append(f"Why: {printable(request.reason)}")
+    lines.append(
+        describe_call(
+            request.call.command, request.call.arguments, plugin_id=request.plugin_id, width=width
+        )
+    )
+    lines.append(f"Allow this call, needing {printable(needs)}? [y/N/a(lways)] ")
+    return "\n".join(lines)
+
+
+def _width() -> int:
+    return max(shutil.get_terminal_size((100, 24)).columns, 40)
 
 
 def use_color(setting: str, stream: object) -> bool:
@@ -143,7 +166,8 @@ def _isatty(stream: object) -> bool:
 def format_event(session: SessionView, event: Event, *, color: bool, max_chars: int) -> str:
     """The line printed for ``event``: progress prefix, label, and what happened."""
     data = event.data
-    body = _describe(session, event.kind, data, max_chars).rstrip()
+    # Model text, file contents and command output: shown, never acted on by the terminal.
+    body = printable(_describe(session, event.kind, data, max_chars).rstrip())
     style = _STYLES.get(event.kind, "")
     if event.kind is EventKind.RESULT and data.get("ok") is False:
         style = _FAILED

@@ -5,22 +5,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import trio
 
+from autogpt_core import is_secret_name
 from hookspecs import CommandContext, CommandResult, RegisterCommand, hookimpl
 
 MAX_TIMEOUT = 600.0
 DEFAULT_MAX_OUTPUT = 10_000
 
 # The model chooses the command, so `env` or `echo $OPENAI_API_KEY` would copy a secret
-# into the output, and from there to the model's provider, the logs and the event stream;
-# the core can only redact the secrets it knows of. A child that needs a credential must
-# get it some other way than this process's environment.
-_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-
-
+# into the output. The child gets no variable that the core treats as secret (by its name,
+# or because its value is a declared secret); its output is masked as well, since a child
+# can still find secrets elsewhere (a file, its parent's /proc entry).
 @hookimpl
 def register_commands(register: RegisterCommand) -> None:
     register("run_shell", run_shell)
@@ -33,7 +31,8 @@ async def run_shell(command: str, ctx: CommandContext, timeout: float = 60) -> C
     max_output = int(ctx.settings.values.get("max_output", DEFAULT_MAX_OUTPUT))
     try:
         with trio.fail_after(timeout):
-            completed = await _run(["/bin/sh", "-c", command], ctx.session.workspace)
+            env = child_environment(os.environ, lambda value: ctx.redact(value) != value)
+            completed = await _run(["/bin/sh", "-c", command], ctx.session.workspace, env)
     except trio.TooSlowError:
         return CommandResult.failure(
             f"the shell command {_shorten(command)} timed out after {timeout:g} s and was "
@@ -53,16 +52,21 @@ async def run_shell(command: str, ctx: CommandContext, timeout: float = 60) -> C
     return CommandResult.success("\n".join(parts), data={"exit_code": completed.returncode})
 
 
-def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without the variables whose names look like they hold secrets."""
+def child_environment(
+    environ: Mapping[str, str], is_masked: Callable[[str], bool] = lambda value: False
+) -> dict[str, str]:
+    """``environ`` without the variables whose names look secret (``is_secret_name``) or
+    whose values ``is_masked`` says hold a secret."""
     return {
         name: value
         for name, value in environ.items()
-        if not any(marker in name.upper() for marker in _SECRET_MARKERS)
+        if not is_secret_name(name) and not is_masked(value)
     }
 
 
-async def _run(argv: list[str], cwd: os.PathLike[str]) -> subprocess.CompletedProcess[bytes]:
+async def _run(
+    argv: list[str], cwd: os.PathLike[str], env: Mapping[str, str]
+) -> subprocess.CompletedProcess[bytes]:
     completed: subprocess.CompletedProcess[bytes] | None = None
 
     async def run(task_status: trio.TaskStatus[trio.Process] = trio.TASK_STATUS_IGNORED) -> None:
@@ -70,7 +74,7 @@ async def _run(argv: list[str], cwd: os.PathLike[str]) -> subprocess.CompletedPr
         completed = await trio.run_process(
             argv,
             cwd=cwd,
-            env=child_environment(os.environ),
+            env=env,
             capture_stdout=True,
             capture_stderr=True,
             check=False,
