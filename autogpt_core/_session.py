@@ -24,7 +24,8 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +132,8 @@ class Session:
     # Notes of any session relevant to the goal, recalled once when the session starts.
     memories: list[str] = attrs.field(factory=list)
     view: SessionView = attrs.field(default=None)
+    # The deadline of the command running now, if any (see _command_clock_stopped).
+    _command_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.refresh_view()
@@ -262,8 +265,26 @@ class Session:
         if self.options.continuous:
             return None
         # A person answers at their own pace: no hook deadline here.
-        answer = await self.hook("user_input", question=question, seconds=self._confirm_seconds())
+        with self._command_clock_stopped():
+            answer = await self.hook(
+                "user_input", question=question, seconds=self._confirm_seconds()
+            )
         return answer if isinstance(answer, str) else None
+
+    @contextmanager
+    def _command_clock_stopped(self) -> Iterator[None]:
+        """While a running command waits for the person, its own deadline does not run:
+        the time spent answering is added back to it."""
+        scope = self._command_scope
+        if scope is None:
+            yield
+            return
+        saved, started = scope.deadline, trio.current_time()
+        scope.deadline = math.inf
+        try:
+            yield
+        finally:
+            scope.deadline = saved + (trio.current_time() - started)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -552,12 +573,15 @@ class Session:
         )
         result: CommandResult | None = None
         with trio.move_on_after(timeout if timeout else math.inf) as scope:
+            self._command_scope = scope
             try:
                 result = await command.invoke(copy.deepcopy(dict(call.arguments)), ctx)
             except Exception as exc:  # the plugin's failure is the model's observation
                 result = CommandResult.failure(
                     f"command {command.name!r} failed: {type(exc).__name__}: {exc}"
                 )
+            finally:
+                self._command_scope = None
         if scope.cancelled_caught or result is None:
             # A worker thread cannot be stopped: a blocking command may still finish later.
             result = CommandResult.failure(
@@ -589,7 +613,8 @@ class Session:
                 f"manifest does not declare; add it to 'permissions' in the manifest"
             )
         try:
-            await self._consent(call, command, (permission,), reason=reason)
+            with self._command_clock_stopped():
+                await self._consent(call, command, (permission,), reason=reason)
         except PermissionDenied:
             return False
         return True

@@ -10,6 +10,12 @@ be swapped for a symbolic link. Where the platform allows (Linux, macOS, the BSD
 file operations close it: they walk from the root one directory at a time with
 ``O_NOFOLLOW`` relative to the previous directory's descriptor, so a link that appears on
 the way makes the operation fail instead of following it out of the root.
+
+A hard link is another name for the same file, and no path check can tell that a name in
+the workspace is also ``/etc/passwd``. Reading and appending, which would leak or change
+that file, refuse a regular file with more than one link; the count is taken from the
+opened descriptor, so it is about the very file the operation would use. Replacing and
+deleting act on the workspace's name only, so they need no such check (see each method).
 """
 
 from __future__ import annotations
@@ -134,13 +140,10 @@ class Workspace:
     def read_text(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> str:
         """The UTF-8 text of the file ``path``; refuses files over ``max_bytes``."""
         parts = self._file_parts(path, "read")
-        with _os_errors(path, "read"):
-            with self._parent(parts, create=False) as (dir_fd, name):
-                fd = os.open(
-                    name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=dir_fd
-                )
+        with _os_errors(path, "read"), self._parent(parts, create=False) as (dir_fd, name):
+            fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=dir_fd)
             try:
-                size = _regular_size(fd, path, "read")
+                size = _own_file_size(fd, dir_fd, name, path, "read")
                 if size > max_bytes:
                     raise _too_large(path, size, max_bytes)
                 data = _read_at_most(fd, max_bytes + 1)
@@ -156,12 +159,15 @@ class Workspace:
                 f"invalid; a binary file?). Fix: read text files only."
             ) from None
 
-    def write_text(self, path: str, content: str) -> int:
+    def write_text(self, path: str, content: str, *, exclusive: bool = False) -> int:
         """Replace (or create) the file ``path`` with ``content``; return its length.
 
         Missing parent directories are created. The write is atomic: a reader sees the old
-        content or the new one, never a mix, even if the process dies half-way.
+        content or the new one, never a mix, even if the process dies half-way. With
+        ``exclusive``, only create: fail if ``path`` exists.
         """
+        # No hard-link check: the new content goes to a new file that is renamed over the
+        # name, so a file the name shared with another directory keeps its old content.
         parts = self._file_parts(path, "write")
         data = _encode(path, content)
         with _os_errors(path, "write"), self._parent(parts, create=True) as (dir_fd, name):
@@ -172,7 +178,9 @@ class Workspace:
                 try:
                     old = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                     if stat.S_ISREG(old.st_mode):
-                        os.chmod(fd, stat.S_IMODE(old.st_mode))  # keep the file's mode
+                        # Keep the permission bits, but never set-id ones: the old file
+                        # may be a hard link to a set-user-id program.
+                        os.chmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
                 except FileNotFoundError:
                     pass
                 _write_all(fd, data)
@@ -180,6 +188,10 @@ class Workspace:
             finally:
                 os.close(fd)
             try:
+                # Checked as late as possible; there is no portable rename that refuses to
+                # replace, so a file created in the last microseconds could still be.
+                if exclusive and _lexists(name, dir_fd):
+                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
                 os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -187,16 +199,22 @@ class Workspace:
                 raise
         return len(content)
 
-    def append_text(self, path: str, content: str) -> int:
-        """Append ``content`` to the file ``path`` (created if missing); return its length."""
+    def append_text(self, path: str, content: str, *, exclusive: bool = False) -> int:
+        """Append ``content`` to the file ``path`` (created if missing); return its length.
+
+        With ``exclusive``, only create: fail if ``path`` exists.
+        """
         parts = self._file_parts(path, "append to")
         data = _encode(path, content)
-        with _os_errors(path, "append to"):
-            with self._parent(parts, create=True) as (dir_fd, name):
-                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
-                fd = os.open(name, flags | _O_NONBLOCK, 0o666, dir_fd=dir_fd)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
+        if exclusive:
+            flags |= os.O_EXCL
+        with _os_errors(path, "append to"), self._parent(parts, create=True) as (dir_fd, name):
+            fd = os.open(name, flags, 0o666, dir_fd=dir_fd)
             try:
-                _regular_size(fd, path, "append to")
+                # Appending writes into the file itself: through a hard link, into the file
+                # outside the workspace.
+                _own_file_size(fd, dir_fd, name, path, "append to")
                 _write_all(fd, data)
             finally:
                 os.close(fd)
@@ -241,6 +259,8 @@ class Workspace:
         with _os_errors(path, "delete"), self._parent(parts, create=False) as (dir_fd, name):
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if not stat.S_ISDIR(info.st_mode):
+                # No hard-link check: unlinking removes this name only; a file it shared
+                # with another directory stays there, unchanged.
                 os.unlink(name, dir_fd=dir_fd)
                 return
             try:
@@ -358,7 +378,14 @@ def _encode(path: str, content: str) -> bytes:
         ) from None
 
 
-def _regular_size(fd: int, path: str, verb: str) -> int:
+def _own_file_size(fd: int, dir_fd: int | None, name: str, path: str, verb: str) -> int:
+    """The size of the file open as ``fd`` (``name`` in ``dir_fd``), checked to be ours.
+
+    It must be a regular file with a single link: a file with another name may be a file
+    outside the workspace. The count is the open file's. The name is checked again after:
+    had the workspace's link been removed between the open and the ``fstat``, a count of
+    one would be the outside link's, and the name would be gone or another file.
+    """
     info = os.fstat(fd)
     if stat.S_ISDIR(info.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
@@ -367,7 +394,30 @@ def _regular_size(fd: int, path: str, verb: str) -> int:
             f"Cannot {verb} {show_path(path)}: it is not a regular file (a pipe, socket or "
             "device). Fix: use regular files only."
         )
+    links = info.st_nlink
+    if links <= 1:
+        entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if (entry.st_dev, entry.st_ino) != (info.st_dev, info.st_ino):
+            raise WorkspaceError(
+                f"Cannot {verb} {show_path(path)}: it was replaced while in use. Fix: try again."
+            )
+        links = entry.st_nlink
+    if links > 1:
+        raise WorkspaceError(
+            f"Cannot {verb} {show_path(path)}: it has {links} hard links; it may be a file "
+            "outside the workspace. Fix: use another file; if this one is meant to be used, "
+            "the user can replace it with a copy of its own (cp NAME NAME.new && mv NAME.new "
+            "NAME)."
+        )
     return info.st_size
+
+
+def _lexists(name: str, dir_fd: int | None) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _read_at_most(fd: int, count: int) -> bytes:
@@ -401,6 +451,8 @@ def _explain(exc: OSError) -> tuple[str, str]:
     code = exc.errno
     if code == errno.ENOENT:
         return "it does not exist", "check the name; list_files shows what is there"
+    if code == errno.EEXIST:
+        return "it already exists", "choose a new name, or call the command again to replace it"
     if code == errno.EISDIR:
         return "it is a directory", "name a file; list_files shows what is in the directory"
     if code == errno.ENOTDIR:

@@ -1,32 +1,29 @@
-"""The workspace sandbox and the ``workspace`` plugin's file commands."""
+"""The workspace sandbox (``autogpt_core._workspace``); the plugin is in test_plugin_workspace."""
 
 from __future__ import annotations
 
-import inspect
-import json
 import os
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import pluggy
 import pytest
-import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import autogpt_plugins.workspace as workspace_plugin
-import hookspecs
 from autogpt_core._errors import WorkspaceError
 from autogpt_core._workspace import DEFAULT_READ_LIMIT, Workspace, show_path
-from hookspecs import BLOCKING_ATTR, CommandContext, PromptBuilder, SessionView
 
-from .strategies import SECRET, Layout, PathSpec, build_layout, path_specs
-
-PLUGIN_DIR = Path(workspace_plugin.__file__).parent
-SCHEMA = Path(hookspecs.__file__).parent / "manifest.schema.json"
+from .strategies import (
+    SECRET,
+    Layout,
+    PathSpec,
+    add_hard_links,
+    build_layout,
+    hard_link_path_specs,
+    path_specs,
+)
 
 
 def _snapshot(layout: Layout) -> dict[str, tuple[Any, ...]]:
@@ -309,98 +306,107 @@ def test_a_file_as_root_is_refused(tmp_path: Path) -> None:
         Workspace(tmp_path / "file")
 
 
-# --- the plugin ------------------------------------------------------------------------
+def test_writing_does_not_copy_set_id_bits(tmp_path: Path) -> None:
+    """Replacing a set-user-id file keeps its permission bits but not the set-id ones."""
+    ws = Workspace(tmp_path)
+    ws.write_text("tool", "#!/bin/sh\n")
+    (tmp_path / "tool").chmod(0o4750)
+    ws.write_text("tool", "echo hi\n")
+    assert stat.S_IMODE((tmp_path / "tool").stat().st_mode) == 0o750
 
 
-async def _no_user(question: str) -> str | None:
-    return None
+def test_exclusive_writes_only_create(tmp_path: Path) -> None:
+    """With exclusive=True, write_text and append_text create a file but never change one."""
+    ws = Workspace(tmp_path)
+    ws.write_text("new.txt", "a", exclusive=True)
+    ws.append_text("log.txt", "b", exclusive=True)
+    problem = "already exists. Fix: choose a new name"
+    with pytest.raises(WorkspaceError, match=problem):
+        ws.write_text("new.txt", "replaced", exclusive=True)
+    with pytest.raises(WorkspaceError, match=problem):
+        ws.append_text("log.txt", "more", exclusive=True)
+    assert ws.read_text("new.txt") == "a"
+    assert ws.read_text("log.txt") == "b"
+    assert ws.list_dir() == ["log.txt", "new.txt"]  # no temporary file left behind
 
 
-def _ctx(workspace: Path) -> CommandContext:
-    session = SessionView(id="s1", goal="write notes", workspace=workspace)
-    return CommandContext(
-        session=session,
-        plugin_id="workspace",
-        settings=hookspecs.PluginSettings(plugin_id="workspace"),
-        ask_user=_no_user,
-    )
+# --- hard links ------------------------------------------------------------------------
 
 
-def _manifest() -> dict[str, Any]:
-    manifest: dict[str, Any] = yaml.safe_load(
-        (PLUGIN_DIR / "autogpt-plugin.yaml").read_text(encoding="utf-8")
-    )
-    return manifest
+def test_a_hard_link_to_an_outside_file_is_not_read_or_appended_to(layout: Layout) -> None:
+    """Reading or appending to a hard link to an outside file is refused; that file is unchanged."""
+    add_hard_links(layout)
+    ws = Workspace(layout.root)
+    for attempt, verb in (
+        (lambda: ws.read_text("hard_link"), "read"),
+        (lambda: ws.append_text("hard_link", "appended"), "append to"),
+        (lambda: ws.read_text("inner/hard_link"), "read"),
+    ):
+        with pytest.raises(WorkspaceError) as info:
+            attempt()
+        message = str(info.value)
+        assert message.startswith(f"Cannot {verb} ")
+        assert "has 3 hard links; it may be a file outside the workspace. Fix:" in message
+        assert SECRET not in message
+    assert (layout.outside / "secret.txt").read_text(encoding="utf-8") == SECRET
 
 
-def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
-    """The manifest validates, and each command's function takes its declared parameters."""
-    manifest = _manifest()
-    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema).validate(manifest)
-    registered: dict[str, Any] = {}
-    workspace_plugin.register_commands(register=lambda name, fn: registered.setdefault(name, fn))
-    declared = {command["name"]: command for command in manifest["capabilities"]["commands"]}
-    assert registered.keys() == declared.keys()
-    for name, function in registered.items():
-        params = set(inspect.signature(function).parameters) - {"ctx"}
-        assert params == set(declared[name]["parameters"]["properties"]), name
-        assert getattr(function, BLOCKING_ATTR, False), name
-        jsonschema.Draft202012Validator.check_schema(declared[name]["parameters"])
-        assert set(declared[name]["permissions"]) <= set(manifest["permissions"])
+def test_writing_or_deleting_a_hard_link_leaves_the_outside_file(layout: Layout) -> None:
+    """Writing or deleting a hard link changes the workspace's name only, not the outside file."""
+    add_hard_links(layout)
+    ws = Workspace(layout.root)
+    ws.write_text("hard_link", "new content")
+    assert ws.read_text("hard_link") == "new content"
+    assert (layout.root / "hard_link").stat().st_nlink == 1
+    ws.delete("sub/hard_link")
+    assert not ws.exists("sub/hard_link")
+    secret = layout.outside / "secret.txt"
+    assert secret.read_text(encoding="utf-8") == SECRET
+    assert secret.stat().st_nlink == 1
 
 
-def test_plugin_hooks_match_the_specs() -> None:
-    """pluggy accepts the module as a plugin of the autogpt hook specs."""
-    pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
-    pm.add_hookspecs(hookspecs.specs)
-    pm.register(workspace_plugin, name="workspace")
-    pm.check_pending()
-    # The prompt's bounded listing runs inline; the commands, which may touch big files, don't.
-    assert not getattr(workspace_plugin.build_prompt, BLOCKING_ATTR, False)
-    assert getattr(workspace_plugin.write_file, BLOCKING_ATTR, False)
+def test_a_link_removed_between_open_and_check_is_still_refused(
+    layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hard link unlinked between the open and the fstat is still refused, not read or changed."""
+    os.link(layout.outside / "secret.txt", layout.root / "racy")
+    real_fstat = os.fstat
+
+    def fstat_after_unlink(fd: int) -> os.stat_result:
+        if (layout.root / "racy").exists():
+            os.unlink(layout.root / "racy")
+        return real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", fstat_after_unlink)
+    ws = Workspace(layout.root)
+    with pytest.raises(WorkspaceError, match="'racy': it does not exist"):
+        ws.read_text("racy")
+    os.link(layout.outside / "secret.txt", layout.root / "racy")
+    with pytest.raises(WorkspaceError, match="'racy': it does not exist"):
+        ws.append_text("racy", "appended")
+    monkeypatch.undo()
+    assert (layout.outside / "secret.txt").read_text(encoding="utf-8") == SECRET
 
 
-def test_commands_work_on_the_session_workspace(tmp_path: Path) -> None:
-    """The file commands act on the session's workspace and answer in short sentences."""
-    ctx = _ctx(tmp_path / "ws")
-    assert workspace_plugin.write_file(ctx, "notes.txt", "hello") == (
-        "Wrote 5 characters to notes.txt."
-    )
-    assert (
-        workspace_plugin.append_file(ctx, "notes.txt", "!") == "Appended 1 character to notes.txt."
-    )
-    assert workspace_plugin.read_file(ctx, "notes.txt") == "hello!"
-    assert workspace_plugin.list_files(ctx) == "notes.txt"
-    assert workspace_plugin.delete_file(ctx, "notes.txt") == "Deleted notes.txt."
-    assert workspace_plugin.list_files(ctx) == "The workspace is empty."
-    workspace_plugin.write_file(ctx, "empty.txt", "")
-    assert workspace_plugin.read_file(ctx, "empty.txt") == "empty.txt is empty."
-
-
-def test_commands_let_workspace_errors_propagate(layout: Layout) -> None:
-    """A command given an escaping path raises WorkspaceError for the core to report."""
-    ctx = _ctx(layout.root)
-    with pytest.raises(WorkspaceError, match=r"'\.\./outside/secret\.txt'"):
-        workspace_plugin.read_file(ctx, "../outside/secret.txt")
-    with pytest.raises(WorkspaceError):
-        workspace_plugin.write_file(ctx, "out/x.txt", "x")
-
-
-def test_build_prompt_describes_the_workspace(tmp_path: Path) -> None:
-    """build_prompt adds a resource naming the workspace's files, at most twenty."""
-    ws = tmp_path / "ws"
-    session = SessionView(id="s1", goal="g", workspace=ws)
-    prompt = PromptBuilder(goal="g")
-    workspace_plugin.build_prompt(session=session, prompt=prompt)
-    assert "It is empty." in prompt.resources[0]
-    assert not ws.exists()
-    for n in range(25):
-        Workspace(ws).write_text(f"f{n:02}.txt", "x")
-    prompt = PromptBuilder(goal="g")
-    workspace_plugin.build_prompt(session=session, prompt=prompt)
-    (resource,) = prompt.resources
-    assert "f00.txt" in resource
-    assert "f19.txt" in resource
-    assert "f20.txt" not in resource
-    assert "among others" in resource
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_hard_links_to_outside_files_leak_and_change_nothing(data: st.DataObject) -> None:
+    """No operations on any spelling of hard links to an outside secret read or change it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = build_layout(Path(tmp))
+        add_hard_links(layout)
+        before = _snapshot(layout)
+        ws = Workspace(layout.root)
+        for _ in range(data.draw(st.integers(1, 5), label="steps")):
+            path = data.draw(st.one_of(hard_link_path_specs(), path_specs())).render(layout)
+            op = data.draw(st.sampled_from(OPS))
+            try:
+                result = _run(ws, op, path, data.draw(st.text(max_size=20)))
+            except WorkspaceError as error:
+                _assert_names_path(error, path)
+                event(f"{op}: refused")
+            else:
+                event(f"{op}: done")
+                if op == "read":
+                    assert SECRET not in result
+            assert _snapshot(layout) == before
