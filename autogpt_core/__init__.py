@@ -26,6 +26,7 @@ from ._errors import PluginError as PluginError
 from ._errors import PluginLoadError as PluginLoadError
 from ._errors import RegistrationError as RegistrationError
 from ._errors import ReplayMismatchError as ReplayMismatchError
+from ._errors import SessionInUse as SessionInUse
 from ._errors import SessionNotFound as SessionNotFound
 from ._errors import StorageError as StorageError
 from ._errors import UnknownCommandError as UnknownCommandError
@@ -148,6 +149,7 @@ __all__ = [
     "ReplayMismatchError",
     "RunOptions",
     "Runtime",
+    "SessionInUse",
     "SessionNotFound",
     "SessionRecord",
     "SessionStatus",

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ._config import load_config
+from ._config import Config, load_config
 
 DEMO_GOAL = (
     "Write a haiku about plugins to haiku.txt, remember it for later sessions, "
@@ -41,7 +41,11 @@ def add_run_parser(sub: Any) -> None:
         help="unattended: never ask; commands needing ungranted permissions are refused",
     )
     run.add_argument("--workspace", type=Path, metavar="DIR", help="the agent's file sandbox")
-    run.add_argument("--resume", metavar="SESSION_ID", help="continue a stored session")
+    run.add_argument(
+        "--resume",
+        metavar="SESSION_ID",
+        help="continue a stored session (its id, or enough of its start to be unique)",
+    )
     run.add_argument("--record", type=Path, metavar="FILE", help="record model traffic to FILE")
     run.add_argument(
         "--no-strict", action="store_true", help="replay: tolerate requests that differ"
@@ -87,6 +91,8 @@ def demo_recording() -> Path:
 def cmd_run(args: argparse.Namespace) -> int:
     import trio
 
+    from hookspecs import printable
+
     from ._errors import ConfigError
     from ._runtime import Runtime
     from ._session import RunOptions
@@ -111,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     from ._session import new_session_id
 
-    session_id = args.resume or new_session_id()
+    session_id = _resolve_session_id(config, args.resume) if args.resume else new_session_id()
     options = RunOptions(
         session_id=None if args.resume else session_id,
         llm=llm,
@@ -130,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     async def main() -> Any:
         async with Runtime(config, pm_factory=trace_factory(args.trace_hooks)) as runtime:
             for warning in runtime.warnings():
-                print(f"autogpt: warning: {warning}", file=sys.stderr)
+                print(f"autogpt: warning: {printable(warning)}", file=sys.stderr)
             async with trio.open_nursery() as nursery:
                 stopped = False
 
@@ -148,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 outcome = None
                 with trio.CancelScope() as run_scope:
                     if args.resume:
-                        outcome = await runtime.resume(args.resume, options)
+                        outcome = await runtime.resume(session_id, options)
                     else:
                         outcome = await runtime.run(goal, options)
                 nursery.cancel_scope.cancel()
@@ -181,7 +187,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with Store(config.data_dir / "sessions.sqlite3") as store:
             workspace = store.get_session(session_id).workspace
     lines = [
-        f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {outcome.result}",
+        # The result is the model's words: shown, never acted on by the terminal.
+        f"\nSession {outcome.status} after {outcome.cycles} cycle(s): {printable(outcome.result)}",
         f"Workspace: {workspace.resolve()}",
     ]
     if args.record:
@@ -195,6 +202,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Nobody reads the summary (| head): the exit code still tells how the run ended.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
+
+
+def _resolve_session_id(config: Config, text: str) -> str:
+    """The id of the stored session that ``text`` names: all of its id, or a unique prefix."""
+    from ._errors import SessionNotFound
+    from ._storage import Store
+
+    path = config.data_dir / "sessions.sqlite3"
+    if not path.exists():
+        raise SessionNotFound(
+            f"No session {text!r}: there are no stored sessions yet ({path}). Fix: start one "
+            "with 'autogpt run GOAL'."
+        )
+    with Store(path) as store:
+        return store.resolve_session_id(text)
 
 
 def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception | None:
@@ -216,6 +238,8 @@ def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception 
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from hookspecs import printable
+
     from ._storage import Store
 
     config = load_config(args.config)
@@ -247,7 +271,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     print(f"{'SESSION':<32}  {'UPDATED':<16}  {'STATUS':<16}  {'CYCLES':>6}  GOAL")
     for row in rows:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated"]))
-        goal = row["goal"] if len(row["goal"]) <= 60 else row["goal"][:59] + "…"
+        goal = printable(row["goal"], newlines=False)
+        goal = goal if len(goal) <= 60 else goal[:59] + "…"
         print(f"{row['id']:<32}  {updated:<16}  {row['status']:<16}  {row['cycles']!s:>6}  {goal}")
     if page.total > len(rows):
         print(f"({len(rows)} of {page.total}; --limit N shows more)")

@@ -21,7 +21,8 @@
     │   ├── MissingAPIKeyError       no key for a provider that needs one
     │   └── ReplayMismatchError      a live request differs from the recording (strict mode)
     └── StorageError                 the session store cannot be read or written
-        └── SessionNotFound          no session with that id
+        ├── SessionNotFound          no session with that id (or an ambiguous id prefix)
+        └── SessionInUse             another runtime holds the session's lease
 """
 
 from __future__ import annotations
@@ -135,4 +136,9 @@ class StorageError(AutoGPTError):
 
 
 class SessionNotFound(StorageError):
-    """No stored session has that id."""
+    """No stored session has that id, or an id prefix matches more than one."""
+
+
+class SessionInUse(StorageError):
+    """Another runtime (in this process or another) holds the session's lease, or took it
+    over from this one."""

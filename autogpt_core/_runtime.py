@@ -37,6 +37,7 @@ from hookspecs import (
 from ._config import Config
 from ._errors import ConfigError, HookError
 from ._hookcall import HookManager
+from ._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, hold_lease
 from ._loader import PluginSet, load
 from ._redact import MaskedProvider, Redactor
 from ._session import RunOptions, Session, history_from_cycles, new_session_id
@@ -78,8 +79,15 @@ class Runtime:
         plugins: PluginSet | None = None,
         store_path: Path | None = None,
         pm_factory: Callable[[], HookManager] = HookManager,
+        lease_period: float = LEASE_PERIOD,
+        lease_expiry: float = LEASE_EXPIRY,
     ) -> None:
         self.config = config
+        # A session runs in one runtime at a time: its lease is renewed every lease_period
+        # seconds and lapses lease_expiry seconds after the last renewal (see _lease.py).
+        self.holder = Holder.current()
+        self.lease_period = lease_period
+        self.lease_expiry = lease_expiry
         self._plugins = plugins
         self._pm_factory = pm_factory
         self.store_path = store_path or config.data_dir / "sessions.sqlite3"
@@ -243,7 +251,17 @@ class Runtime:
             options.workspace or self.config.data_dir / "workspaces" / session_id
         ).resolve()
         stored = {name: getattr(options, name) for name in _STORED_OPTIONS}
-        async with self._provider(options) as provider:
+        async with (
+            # The lease first: a second runtime is refused before anything happens.
+            hold_lease(
+                self.store,
+                session_id,
+                self.holder,
+                period=self.lease_period,
+                expiry=self.lease_expiry,
+            ),
+            self._provider(options) as provider,
+        ):
             # Only now: a run that cannot start (no key, no recording) leaves nothing behind.
             workspace.mkdir(parents=True, exist_ok=True)
             await self.store.create_session(goal, workspace, session_id=session_id, config=stored)
@@ -264,47 +282,52 @@ class Runtime:
 
         Options given now win over the ones stored with the session; the workspace stays.
         """
-        record = await self.store.get_session(session_id)
-        if record.status == "finished":
-            raise ConfigError(
-                f"session {session_id} already finished ({record.result or 'no result'}); "
-                "start a new one with 'autogpt run GOAL'"
-            )
-        given = options or RunOptions()
-        if given.workspace is not None and given.workspace.resolve() != record.workspace:
-            raise ConfigError(
-                f"session {session_id} works in {record.workspace}; a resumed session keeps "
-                "its workspace: drop --workspace"
-            )
-        saved = dict(record.config)
-        defaults = RunOptions()
-        merged = attrs.evolve(
-            given,
-            workspace=record.workspace,
-            session_id=session_id,
-            **{
-                name: saved[name]
-                for name in _STORED_OPTIONS
-                if name in saved and getattr(given, name) == getattr(defaults, name)
-            },
-        )
-        cycles = await self.store.load_cycles(session_id)
-        done = cycles[-1].number if cycles else 0
-        async with self._provider(merged, resume_from=done) as provider:
-            await self.store.update_session_status(session_id, "running")
-            return await self._drive(
-                Session(
-                    runtime=self,
-                    id=session_id,
-                    goal=record.goal,
-                    workspace=record.workspace,
-                    options=merged,
-                    provider=provider,
-                    budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
-                    history=history_from_cycles(cycles),
-                    cycle=done,
+        # The lease before reading the session: what it holds (status, cycles) may change
+        # until then, and a second runtime is refused before anything happens.
+        async with hold_lease(
+            self.store, session_id, self.holder, period=self.lease_period, expiry=self.lease_expiry
+        ):
+            record = await self.store.get_session(session_id)
+            if record.status == "finished":
+                raise ConfigError(
+                    f"session {session_id} already finished ({record.result or 'no result'}); "
+                    "start a new one with 'autogpt run GOAL'"
                 )
+            given = options or RunOptions()
+            if given.workspace is not None and given.workspace.resolve() != record.workspace:
+                raise ConfigError(
+                    f"session {session_id} works in {record.workspace}; a resumed session keeps "
+                    "its workspace: drop --workspace"
+                )
+            saved = dict(record.config)
+            defaults = RunOptions()
+            merged = attrs.evolve(
+                given,
+                workspace=record.workspace,
+                session_id=session_id,
+                **{
+                    name: saved[name]
+                    for name in _STORED_OPTIONS
+                    if name in saved and getattr(given, name) == getattr(defaults, name)
+                },
             )
+            cycles = await self.store.load_cycles(session_id)
+            done = cycles[-1].number if cycles else 0
+            async with self._provider(merged, resume_from=done) as provider:
+                await self.store.update_session_status(session_id, "running")
+                return await self._drive(
+                    Session(
+                        runtime=self,
+                        id=session_id,
+                        goal=record.goal,
+                        workspace=record.workspace,
+                        options=merged,
+                        provider=provider,
+                        budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
+                        history=history_from_cycles(cycles),
+                        cycle=done,
+                    )
+                )
 
     @asynccontextmanager
     async def _provider(

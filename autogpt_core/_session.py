@@ -61,7 +61,7 @@ from hookspecs import (
 )
 
 from ._commands import RegisteredCommand
-from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied
+from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied, SessionInUse
 from ._redact import masked_message
 from ._storage import CycleRecord, SessionStatus
 
@@ -134,6 +134,8 @@ class Session:
     view: SessionView = attrs.field(default=None)
     # The deadline of the command running now, if any (see _command_clock_stopped).
     _command_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    # Set when another process took the session's lease over: its record is theirs.
+    taken_over: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.refresh_view()
@@ -331,6 +333,12 @@ class Session:
             with trio.CancelScope(shield=True):
                 await self._finish(outcome)
             raise
+        except SessionInUse:
+            # Another process took the session over (this one stalled past its lease): the
+            # record is theirs now, so nothing more is written here, and the caller learns
+            # that it lost the session rather than an outcome that is not its own.
+            self.taken_over = True
+            raise
         except (LLMError, HookError) as exc:
             # A provider's error arrives wrapped by the hook that called it: report the
             # provider's own message, which says what to fix.
@@ -356,14 +364,19 @@ class Session:
                 {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
             )
         events, self.pending_events = self.pending_events, []
-        for event in events:
-            await self.runtime.store.append_event(event)
-        await self.runtime.store.update_session_status(
-            self.id,
-            SessionStatus(outcome.status),
-            result=self.runtime.redact(outcome.result),
-            budget=self.budget,
-        )
+        if self.taken_over:
+            return
+        try:
+            for event in events:
+                await self.runtime.store.append_event(event)
+            await self.runtime.store.update_session_status(
+                self.id,
+                SessionStatus(outcome.status),
+                result=self.runtime.redact(outcome.result),
+                budget=self.budget,
+            )
+        except SessionInUse:
+            self.taken_over = True
 
     async def run_cycle(self) -> str | None:
         """One cycle; returns the session's result when a command ended it."""

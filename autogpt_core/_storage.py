@@ -13,9 +13,11 @@ once and reads in different threads run concurrently. Write transactions are ser
 a lock, so writers in one process never spin in SQLite's busy handler; ``busy_timeout``
 covers writers in other processes.
 
-Schema (version ``SCHEMA_VERSION``, kept in ``PRAGMA user_version``)::
+Schema (version ``SCHEMA_VERSION``, kept in ``PRAGMA user_version``; each version is a
+migration in ``_MIGRATIONS``, applied in order when an older file is opened)::
 
     sessions   id, goal, status, created_at, updated_at, workspace, config, result, budget
+    leases     session_id -> holder, hostname, pid, acquired_at, renewed_at, expires_at
     cycles     (session_id, number) -> plan, command, result, usage, messages, completed_at
     events     id (increasing), session_id, cycle, kind, data, ts
     artifacts  id, session_id, relative_path, file_name, agent_created, cycle, created_at
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import json
 import math
 import re
@@ -33,7 +36,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, Generic, TypeVar
 
@@ -53,9 +56,7 @@ from hookspecs import (
 )
 
 from ._errors import SessionNotFound, StorageError
-
-SCHEMA_VERSION = 1
-"""The schema version this code writes; a file with a higher ``user_version`` is refused."""
+from ._lease import Holder, Lease, in_use, lease_live, taken_over
 
 _T = TypeVar("_T")
 
@@ -66,6 +67,8 @@ _BUSY_TIMEOUT_MS = 10_000
 # A recall query is an OR of its words; past this many, extra words add cost, not recall.
 _MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+")
+# An ambiguous id prefix lists this many of the sessions it matches.
+_MAX_CANDIDATES = 10
 
 
 class SessionStatus(enum.StrEnum):
@@ -182,7 +185,8 @@ class Page(Generic[_T]):
 
 _STATUSES = ", ".join(f"'{status.value}'" for status in SessionStatus)
 
-_SCHEMA = (
+# Version 1. Its IF NOT EXISTS clauses are from before schema versions were recorded.
+_INITIAL_SCHEMA = (
     f"""
     CREATE TABLE IF NOT EXISTS sessions (
         id          TEXT PRIMARY KEY,
@@ -277,6 +281,37 @@ _SCHEMA = (
 )
 
 
+def _m001_initial(conn: sqlite3.Connection) -> None:
+    for statement in _INITIAL_SCHEMA:
+        conn.execute(statement)
+
+
+def _m002_leases(conn: sqlite3.Connection) -> None:
+    # No foreign key to sessions: a new session's lease is taken before its row is stored,
+    # so that a run which cannot start leaves nothing behind.
+    conn.execute(
+        """
+        CREATE TABLE leases (
+            session_id   TEXT PRIMARY KEY,
+            holder       TEXT NOT NULL,
+            hostname     TEXT NOT NULL,
+            pid          INTEGER NOT NULL,
+            acquired_at  REAL NOT NULL,
+            renewed_at   REAL NOT NULL,
+            expires_at   REAL NOT NULL
+        )
+        """
+    )
+
+
+_MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_m001_initial, _m002_leases)
+"""Migration ``n`` (from 1) brings a file from schema version ``n - 1`` to ``n``. Append
+only: a released migration never changes."""
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+"""The schema version this code writes; a file with a higher ``user_version`` is refused."""
+
+
 class _Connection(sqlite3.Connection):
     """A pooled connection; ``broken`` marks one that must not be reused."""
 
@@ -302,6 +337,9 @@ class Store:
         self._write_lock = threading.Lock()
         self._idle: list[_Connection] = []
         self._closed = False
+        # session id -> Holder.id, for the leases taken through this store and not yet
+        # released: writes for those sessions are refused once another holder has the lease.
+        self._held: dict[str, str] = {}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -382,23 +420,60 @@ class Store:
     def get_session(self, session_id: str) -> SessionRecord:
         """The session ``session_id``; raises ``SessionNotFound`` if there is none."""
         with self._read() as conn:
-            row = conn.execute(f"{_SESSION_SELECT} WHERE id = ?", (session_id,)).fetchone()
+            row = conn.execute(f"{_SESSION_SELECT} WHERE s.id = ?", (session_id,)).fetchone()
         if row is None:
             raise self._not_found(session_id)
         return _session(row)
 
+    def resolve_session_id(self, text: str) -> str:
+        """The id of the session whose id is ``text``, or else of the one session whose id
+        starts with ``text`` (like git's abbreviated hashes).
+
+        Raises ``SessionNotFound`` if no session's id starts with ``text``, or if more than
+        one does (naming them).
+        """
+        if not text:
+            raise SessionNotFound(
+                f"An empty session id names no session in {self.path}. Fix: give an id, or "
+                "its first characters, from `autogpt sessions`."
+            )
+        with self._read() as conn:
+            # The ids starting with text sort together, from text itself (if stored) on.
+            rows = conn.execute(
+                "SELECT id FROM sessions WHERE id >= ? ORDER BY id LIMIT ?",
+                (text, _MAX_CANDIDATES + 1),
+            ).fetchall()
+        matches = list(
+            itertools.takewhile(lambda found: found.startswith(text), (r[0] for r in rows))
+        )
+        if not matches:
+            raise self._not_found(text)
+        if matches[0] == text or len(matches) == 1:
+            return str(matches[0])
+        count = f"more than {_MAX_CANDIDATES}" if len(matches) > _MAX_CANDIDATES else len(matches)
+        raise SessionNotFound(
+            f"Session id {text!r} is ambiguous: {count} sessions in {self.path} have ids "
+            f"starting with it ({', '.join(matches[:_MAX_CANDIDATES])}). Fix: give more of "
+            "the id; `autogpt sessions` lists them."
+        )
+
     def list_sessions(
         self, *, offset: int = 0, limit: int = 50, status: SessionStatus | str | None = None
     ) -> Page[SessionRecord]:
-        """Sessions, newest first, optionally only those with ``status``."""
+        """Sessions, newest first, optionally only those with ``status``.
+
+        A session stored as running that nobody runs (its lease lapsed, or its runtime's
+        process is gone) is listed, and filtered, as interrupted; so is it by ``get_session``.
+        """
         offset, limit = max(offset, 0), max(limit, 0)
         where, params = (
-            ("", ()) if status is None else (" WHERE status = ?", (_status(status).value,))
+            ("", ()) if status is None else (f" WHERE {_STATUS} = ?", (_status(status).value,))
         )
         with self._read() as conn:
-            total = conn.execute(f"SELECT count(*) FROM sessions{where}", params).fetchone()[0]
+            total = conn.execute(f"SELECT count(*) FROM sessions AS s{where}", params).fetchone()[0]
             rows = conn.execute(
-                f"{_SESSION_SELECT}{where} ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                f"{_SESSION_SELECT}{where} ORDER BY s.created_at DESC, s.rowid DESC"
+                " LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
         return Page(tuple(_session(row) for row in rows), total, offset, limit)
@@ -413,6 +488,67 @@ class Store:
     ) -> None:
         """Set the status (and the result and budget, if given) of ``session_id``."""
         self.write_many([StatusWrite(session_id, status, result=result, budget=budget)])
+
+    # -- leases -------------------------------------------------------------------------
+
+    def acquire_lease(
+        self, session_id: str, holder: Holder, *, expiry: float, now: float | None = None
+    ) -> Lease:
+        """Take ``session_id``'s lease for ``holder``, to expire ``expiry`` seconds from ``now``.
+
+        Raises ``SessionInUse`` naming the holder while a lease binds (anyone's, ``holder``'s
+        too: a session runs once at a time). A lease binds until it expires, or until its
+        holder's process is found gone (on this host only). The session need not be stored
+        yet. Until ``release_lease``, writes of the session's cycles, events and status
+        through this store are refused once another holder has taken the lease over.
+        """
+        now = time.time() if now is None else now
+        lease = Lease(session_id, holder.id, holder.hostname, holder.pid, now, now, now + expiry)
+        with self._write() as conn:
+            current = self._lease(conn, session_id)
+            if current is not None and current.live(now):
+                raise in_use(current)
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (session_id, holder, hostname, pid, acquired_at,"
+                " renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                attrs.astuple(lease),
+            )
+        self._held[session_id] = holder.id
+        return lease
+
+    def renew_lease(self, lease: Lease, *, expiry: float, now: float | None = None) -> Lease:
+        """Extend ``lease`` to ``expiry`` seconds from ``now`` and return it as renewed.
+
+        Raises ``SessionInUse`` if another holder has taken it over (after it lapsed).
+        """
+        now = time.time() if now is None else now
+        with self._write() as conn:
+            renewed = conn.execute(
+                "UPDATE leases SET renewed_at = ?, expires_at = ?"
+                " WHERE session_id = ? AND holder = ?",
+                (now, now + expiry, lease.session_id, lease.holder),
+            ).rowcount
+            current = None if renewed else self._lease(conn, lease.session_id)
+        if not renewed:
+            raise taken_over(lease.session_id, current)
+        return attrs.evolve(lease, renewed_at=now, expires_at=now + expiry)
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give ``lease`` up; if another holder has taken it over, theirs stays."""
+        try:
+            with self._write() as conn:
+                conn.execute(
+                    "DELETE FROM leases WHERE session_id = ? AND holder = ?",
+                    (lease.session_id, lease.holder),
+                )
+        finally:
+            if self._held.get(lease.session_id) == lease.holder:
+                del self._held[lease.session_id]
+
+    def get_lease(self, session_id: str) -> Lease | None:
+        """``session_id``'s lease as stored (live or not), or ``None``."""
+        with self._read() as conn:
+            return self._lease(conn, session_id)
 
     # -- cycles and events --------------------------------------------------------------
 
@@ -678,8 +814,8 @@ class Store:
                 # Another process may have created the schema since we looked.
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 self._check_version(version)
-                for statement in _SCHEMA:
-                    conn.execute(statement)
+                for migrate in _MIGRATIONS[version:]:
+                    migrate(conn)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _check_version(self, version: int) -> None:
@@ -704,6 +840,7 @@ class Store:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+                conn.create_function("autogpt_lease_live", 3, lease_live, deterministic=False)
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             except BaseException:
                 conn.close()
@@ -779,6 +916,11 @@ class Store:
             raise StorageError(f"Cannot {action} the session store {self.path}: {exc}") from exc
 
     def _apply(self, conn: _Connection, op: _Prepared) -> int | str | None:
+        holder = self._held.get(op.session_id) if op.fenced else None
+        if holder is not None:
+            current = self._lease(conn, op.session_id)
+            if current is None or current.holder != holder:
+                raise taken_over(op.session_id, current)
         try:
             cursor = conn.execute(op.sql, op.params)
             if op.check_found and cursor.rowcount == 0:
@@ -792,6 +934,14 @@ class Store:
             raise StorageError(
                 f"Cannot write to the session store {self.path}: {op.what} ({exc})."
             ) from exc
+
+    def _lease(self, conn: _Connection, session_id: str) -> Lease | None:
+        row = conn.execute(
+            "SELECT session_id, holder, hostname, pid, acquired_at, renewed_at, expires_at"
+            " FROM leases WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        return None if row is None else Lease(*row)
 
     def _check_session(self, conn: _Connection, session_id: str) -> None:
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
@@ -819,6 +969,8 @@ class _Prepared:
     check_found: bool = False
     returns_id: bool = False
     value: str | None = None
+    # Refused if the session's lease, taken through this store, has passed to another holder.
+    fenced: bool = False
 
 
 def _prepare(op: WriteOp) -> _Prepared:
@@ -859,6 +1011,7 @@ def _prepare(op: WriteOp) -> _Prepared:
             ),
             what=f"cycle {cycle.number} of session {cycle.session_id!r} is already recorded",
             then=tuple(then),
+            fenced=True,
         )
     if isinstance(op, StatusWrite):
         sets = ["status = ?", "updated_at = ?"]
@@ -875,6 +1028,7 @@ def _prepare(op: WriteOp) -> _Prepared:
             params=(*values, op.session_id),
             what=f"cannot update session {op.session_id!r}",
             check_found=True,
+            fenced=True,
         )
     if isinstance(op, Event):
         sql, params = _event_insert(op, now)
@@ -884,6 +1038,7 @@ def _prepare(op: WriteOp) -> _Prepared:
             params=params,
             what=f"cannot append an event to session {op.session_id!r}",
             returns_id=True,
+            fenced=True,
         )
     if isinstance(op, MemoryItem):
         item_id = op.id or uuid.uuid4().hex
@@ -922,9 +1077,17 @@ def _event_insert(event: Event, now: float) -> tuple[str, tuple[Any, ...]]:
 
 # --- conversions -----------------------------------------------------------------------
 
+# A session stored as running whose lease no longer binds is reported as interrupted:
+# nothing runs it (its runtime was killed, or stuck past its lease), and nothing will
+# write its status again.
+_STATUS = (
+    f"CASE WHEN s.status = '{SessionStatus.RUNNING.value}' AND NOT EXISTS (SELECT 1 FROM leases"
+    " AS l WHERE l.session_id = s.id AND autogpt_lease_live(l.expires_at, l.hostname, l.pid))"
+    f" THEN '{SessionStatus.INTERRUPTED.value}' ELSE s.status END"
+)
 _SESSION_SELECT = (
-    "SELECT id, goal, status, workspace, created_at, updated_at, config, result, budget"
-    " FROM sessions"
+    f"SELECT s.id, s.goal, {_STATUS}, s.workspace, s.created_at, s.updated_at, s.config,"
+    " s.result, s.budget FROM sessions AS s"
 )
 
 
@@ -1151,6 +1314,28 @@ class AsyncStore:
         return await trio.to_thread.run_sync(
             lambda: self.store.list_sessions(offset=offset, limit=limit, status=status)
         )
+
+    async def resolve_session_id(self, text: str) -> str:
+        """``Store.resolve_session_id`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.resolve_session_id, text)
+
+    async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease:
+        """``Store.acquire_lease`` in a worker thread."""
+        return await trio.to_thread.run_sync(
+            lambda: self.store.acquire_lease(session_id, holder, expiry=expiry)
+        )
+
+    async def renew_lease(self, lease: Lease, *, expiry: float) -> Lease:
+        """``Store.renew_lease`` in a worker thread."""
+        return await trio.to_thread.run_sync(lambda: self.store.renew_lease(lease, expiry=expiry))
+
+    async def release_lease(self, lease: Lease) -> None:
+        """``Store.release_lease`` in a worker thread."""
+        await trio.to_thread.run_sync(self.store.release_lease, lease)
+
+    async def get_lease(self, session_id: str) -> Lease | None:
+        """``Store.get_lease`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.get_lease, session_id)
 
     async def last_completed_cycle(self, session_id: str) -> int:
         """``Store.last_completed_cycle`` in a worker thread."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -122,6 +125,78 @@ def test_kill_9_then_resume_keeps_every_completed_cycle(tmp_path: Path) -> None:
     # The resumed conversation contained the first two cycles' tool answers.
     last = server.requests[-1]["messages"]
     assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == ["w1", "w2", "w3"]
+
+
+def test_a_second_resume_is_refused_while_the_first_runs(tmp_path: Path) -> None:
+    """After kill -9, `autogpt sessions` says interrupted and a resume (by id prefix) takes
+    over at once; a second resume meanwhile is refused in one line naming the first's pid,
+    before running anything; the first is unharmed and its lease released at Ctrl-C."""
+    script = [_write(1), _write(2, delay=60), _write(2, delay=60)]
+    env = cli_env(tmp_path)
+    db = tmp_path / "data" / "sessions.sqlite3"
+    workspace = tmp_path / "ws"
+    with fake_openai_in_thread(script) as server:
+        common = ["--base-url", server.base_url]
+        killed = _start(["run", GOAL, "--workspace", str(workspace), *common], env)
+        _wait_for_cycles(db, 1, killed)
+        _wait_for_requests(server, 2, killed)
+        killed.send_signal(signal.SIGKILL)
+        killed.communicate()
+        session_id = _completed_cycles(db)[0][0]
+        (listed,) = json.loads(autogpt("sessions", "--json", env=env).stdout)
+        assert (listed["id"], listed["status"]) == (session_id, "interrupted")
+        assert "interrupted" in autogpt("sessions", env=env).stdout.splitlines()[1]
+
+        first = _start(["run", "--resume", session_id[:8], *common], env)
+        _wait_for_requests(server, 3, first)  # the first resume holds the session
+        second = autogpt("run", "--resume", session_id, *common, env=env)
+        assert second.returncode == 2
+        (line,) = second.stderr.splitlines()
+        assert re.fullmatch(
+            f"autogpt: error: session {session_id} is being run by process {first.pid} on "
+            rf"host {re.escape(socket.gethostname())} since (\d{{4}}-\d\d-\d\d )?\d\d:\d\d:\d\d"
+            "; wait for it to end, or stop that process",
+            line,
+        ), line
+        assert second.stdout == ""
+        assert len(server.requests) == 3
+        assert [n for _, n, _ in _completed_cycles(db)] == [1]
+        assert not (workspace / "f2.txt").exists()
+        (listed,) = json.loads(autogpt("sessions", "--json", env=env).stdout)
+        assert listed["status"] == "running"
+
+        first.send_signal(signal.SIGINT)
+        _, first_err = first.communicate(timeout=60)
+    assert first.returncode == 130, first_err
+    assert "error" not in first_err
+    assert "Traceback" not in first_err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)
+        assert conn.execute("SELECT status FROM sessions").fetchone() == ("interrupted",)
+
+
+def test_resume_takes_a_unique_id_prefix_and_explains_others(tmp_path: Path) -> None:
+    """--resume accepts a unique start of an id; an ambiguous one is refused listing the
+    candidates, an unknown one points at `autogpt sessions`; all in one line, exit 2."""
+    from autogpt_core._storage import Store
+
+    env = cli_env(tmp_path)
+    nothing = autogpt("run", "--resume", "abc", env=env)
+    assert "there are no stored sessions yet" in nothing.stderr
+    with Store(tmp_path / "data" / "sessions.sqlite3") as store:
+        for session_id in ("abc123", "abd456"):
+            store.create_session("g", tmp_path / "ws", session_id=session_id, status="finished")
+    cases = [
+        ("ab", ["is ambiguous: 2 sessions", "abc123", "abd456", "give more of the id"]),
+        ("zz", ["No session 'zz'", "`autogpt sessions`"]),
+        ("abc", ["session abc123 already finished"]),
+    ]
+    for text, expected in cases:
+        result = autogpt("run", "--resume", text, env=env)
+        assert result.returncode == 2, result.stderr
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+        for part in expected:
+            assert part in result.stderr, (text, result.stderr)
 
 
 def test_ctrl_c_saves_the_session_and_exits_130(tmp_path: Path) -> None:
@@ -248,12 +323,30 @@ def test_interactive_run_asks_at_the_terminal(tmp_path: Path) -> None:
                 input=f"{answer}\n",
             )
         assert result.returncode == 0, result.stderr
-        assert "Allow shell.run_shell" in result.stdout
+        assert "shell.run_shell\n" in result.stdout
+        assert "Allow this call, needing shell?" in result.stdout
         assert (home / "ws" / "ran.txt").exists() is expect_file
         tool_answer = next(
             m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"
         )
         if expect_file:
-            assert tool_answer.startswith("exit code: 0")
+            assert tool_answer.startswith('<data source="output of run_shell">\nexit code: 0')
         else:
             assert "did not allow" in tool_answer
+
+
+def test_what_the_cli_prints_from_outside_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """A goal, a result and an error line holding escape sequences are printed with the
+    escapes visible, by run, by sessions and by the error line."""
+    env = cli_env(tmp_path)
+    evil = "\x1b[2K\x1b[1Aerased"
+    script = [Reply(tool_calls=(FakeToolCall("finish", {"result": f"done{evil}"}, id="f"),))]
+    with fake_openai_in_thread(script) as server:
+        run = autogpt("run", f"goal{evil}", "--base-url", server.base_url, env=env)
+    listed = autogpt("sessions", env=env)
+    missing = autogpt("run", "--resume", f"nope{evil}", env=env)
+    assert run.returncode == 0, run.stderr
+    assert missing.returncode == 2
+    for text in (run.stdout, listed.stdout, missing.stderr):
+        assert "\x1b" not in text
+        assert "\\x1b[2K\\x1b[1Aerased" in text

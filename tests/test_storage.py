@@ -17,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autogpt_core._errors import SessionNotFound, StorageError
+from autogpt_core._lease import Holder
 from autogpt_core._storage import (
+    _MIGRATIONS,
     SCHEMA_VERSION,
     AsyncStore,
     CycleRecord,
@@ -36,6 +38,7 @@ from hookspecs import (
     Role,
     ToolCall,
 )
+from tests.strategies import session_id_prefixes, session_id_sets
 
 
 @pytest.fixture
@@ -79,6 +82,34 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         Store(path)
     assert str(path) in str(info.value)
     assert "upgrade" in str(info.value)
+
+
+def test_a_version_1_store_is_migrated_and_keeps_its_sessions(tmp_path: Path) -> None:
+    """A file of schema version 1 opens: its sessions and cycles stay, leases work, and a
+    session it left running (killed before leases existed) reads as interrupted."""
+    path = tmp_path / "v1.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        _MIGRATIONS[0](conn)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO sessions (id, goal, status, created_at, updated_at, workspace)"
+            " VALUES ('old', 'g', 'running', 1.0, 1.0, '/ws')"
+        )
+        conn.execute("INSERT INTO cycles (session_id, number, completed_at) VALUES ('old', 1, 2.0)")
+    finally:
+        conn.close()
+    with Store(path) as store:
+        assert store.get_session("old").status is SessionStatus.INTERRUPTED
+        assert store.last_completed_cycle("old") == 1
+        store.acquire_lease("old", Holder.current(), expiry=30)
+        assert store.get_session("old").status is SessionStatus.RUNNING
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        conn.close()
 
 
 def test_a_garbage_file_is_refused(tmp_path: Path) -> None:
@@ -125,10 +156,71 @@ def test_sessions_crud_and_paging(store: Store, tmp_path: Path) -> None:
     assert finished.total == 1
 
 
+def test_running_sessions_nobody_holds_read_as_interrupted(store: Store, tmp_path: Path) -> None:
+    """A session stored as running is read, listed and filtered as interrupted unless a
+    live lease holds it: without a lease, with an expired one, or one of a dead process."""
+    for n, session_id in enumerate(["held", "unheld", "expired", "dead", "done"]):
+        store.create_session("g", tmp_path, session_id=session_id, created_at=1000.0 + n)
+    store.update_session_status("done", "finished")
+    store.acquire_lease("held", Holder.current(), expiry=30)
+    store.acquire_lease("expired", Holder.current(), expiry=30, now=1000.0)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+    )
+    dead = Holder(Holder.current().hostname, int(done.stdout), "gone")
+    store.acquire_lease("dead", dead, expiry=30)
+
+    listed = {s.id: s.status.value for s in store.list_sessions().items}
+    assert listed == {
+        "held": "running",
+        "unheld": "interrupted",
+        "expired": "interrupted",
+        "dead": "interrupted",
+        "done": "finished",
+    }
+    running = store.list_sessions(status="running")
+    assert ([s.id for s in running.items], running.total) == (["held"], 1)
+    interrupted = store.list_sessions(status="interrupted")
+    assert [s.id for s in interrupted.items] == ["dead", "expired", "unheld"]
+    assert interrupted.total == 3
+    assert store.get_session("dead").status is SessionStatus.INTERRUPTED
+
+
+def test_session_ids_resolve_by_unique_prefix(tmp_path: Path) -> None:
+    """An id, or the start of exactly one id, names that session; a start shared by
+    several ids is refused naming them; one of none says to run `autogpt sessions`."""
+    counter = iter(range(10**6))
+
+    @settings(max_examples=200, deadline=None)
+    @given(ids=session_id_sets, text=session_id_prefixes)
+    def check(ids: set[str], text: str) -> None:
+        with Store(tmp_path / f"{next(counter)}.sqlite3") as store:
+            for session_id in ids:
+                store.create_session("g", tmp_path, session_id=session_id)
+            matches = sorted(i for i in ids if i.startswith(text))
+            if text and (text in ids or len(matches) == 1):
+                assert store.resolve_session_id(text) == (text if text in ids else matches[0])
+                return
+            with pytest.raises(SessionNotFound) as info:
+                store.resolve_session_id(text)
+            message = str(info.value)
+            if not text:
+                assert "empty session id" in message
+            elif not matches:
+                assert f"No session {text!r}" in message
+                assert "`autogpt sessions`" in message
+            else:
+                assert f"Session id {text!r} is ambiguous: {len(matches)} sessions" in message
+                assert all(match in message for match in matches)
+
+    check()
+
+
 def test_session_config_round_trips(store: Store, tmp_path: Path) -> None:
     """A session's config and workspace come back as stored."""
     config = {"llm": "replay", "model": "m", "max_cycles": 5, "continuous": True}
-    created = store.create_session("g", tmp_path / "ws", config=config)
+    # Finished: a running session that nobody holds a lease on reads back as interrupted.
+    created = store.create_session("g", tmp_path / "ws", config=config, status="finished")
     loaded = store.get_session(created.id)
     assert loaded == created
     assert loaded.config == config

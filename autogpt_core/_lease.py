@@ -1,0 +1,201 @@
+"""Who runs a session: a lease in the store, held by one runtime at a time.
+
+``Runtime.run`` and ``Runtime.resume`` take the session's lease (``hold_lease``) before
+anything else happens to it: before the provider is built, the workspace is touched or
+a hook runs. A heartbeat renews it while the session runs; it is released when the
+session ends, however it ends. Another runtime, in this process or another, is refused
+with ``SessionInUse`` naming the holder.
+
+A holder that dies without releasing (``kill -9``, a crash) blocks nobody for long: its
+lease lapses ``expiry`` seconds after its last heartbeat, and at once if the holder was
+on this host and its process is gone. A holder that was only stuck, and whose lapsed
+lease was taken over, learns it at its next heartbeat, which stops the session, or at
+its next write, which the store refuses (``Store.acquire_lease``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+import attrs
+import trio
+
+from ._errors import SessionInUse, StorageError
+
+LEASE_PERIOD = 10.0
+"""Seconds between heartbeats."""
+LEASE_EXPIRY = 30.0
+"""Seconds a lease lasts after its last heartbeat: two heartbeats may be missed."""
+
+_HOSTNAME = socket.gethostname()
+
+
+@attrs.frozen
+class Holder:
+    """A runtime as a lease holder: its host, its process and a random ``token``, so that
+    two runtimes in one process are different holders."""
+
+    hostname: str
+    pid: int
+    token: str
+
+    @classmethod
+    def current(cls) -> Holder:
+        """A new holder in this process."""
+        return cls(_HOSTNAME, os.getpid(), secrets.token_hex(8))
+
+    @property
+    def id(self) -> str:
+        return f"{self.hostname}:{self.pid}:{self.token}"
+
+
+@attrs.frozen
+class Lease:
+    """A session's lease as stored: who holds it (``holder`` is a ``Holder.id``), since
+    when, and until when unless renewed. Times are seconds since the epoch."""
+
+    session_id: str
+    holder: str
+    hostname: str
+    pid: int
+    acquired_at: float
+    renewed_at: float
+    expires_at: float
+
+    def live(self, now: float | None = None) -> bool:
+        """Whether the lease still binds: not expired, and its holder not known dead."""
+        return lease_live(self.expires_at, self.hostname, self.pid, now)
+
+    def describe(self) -> str:
+        """Who holds it, for messages: ``process 4242 on host x since 18:03:05``."""
+        this = " (this process)" if (self.hostname, self.pid) == (_HOSTNAME, os.getpid()) else ""
+        return f"process {self.pid}{this} on host {self.hostname} since {_clock(self.acquired_at)}"
+
+
+def lease_live(expires_at: float, hostname: str, pid: int, now: float | None = None) -> bool:
+    """Whether a lease expiring at ``expires_at``, held by ``pid`` on ``hostname``, binds."""
+    if expires_at <= (time.time() if now is None else now):
+        return False
+    return not holder_gone(hostname, pid)
+
+
+def holder_gone(hostname: str, pid: int) -> bool:
+    """Whether the process ``pid`` on ``hostname`` is known to have ended.
+
+    Only a process on this host can be asked; a holder elsewhere is gone when its lease
+    expires. A reused pid looks alive, which only delays a takeover until expiry.
+    """
+    if hostname != _HOSTNAME or pid == os.getpid():
+        return False
+    if sys.platform == "win32":
+        # os.kill(pid, 0) would terminate the process there, not probe it.
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # PermissionError: alive, another user's
+    return False
+
+
+def in_use(lease: Lease) -> SessionInUse:
+    """The error for a session whose lease ``lease`` binds another holder."""
+    return SessionInUse(
+        f"session {lease.session_id} is being run by {lease.describe()}; wait for it to end, "
+        "or stop that process"
+    )
+
+
+def taken_over(session_id: str, current: Lease | None) -> SessionInUse:
+    """The error for a holder whose lease on ``session_id`` lapsed and was taken over."""
+    by = f" by {current.describe()}" if current is not None else ""
+    return SessionInUse(
+        f"session {session_id} was taken over{by} after this process's lease on it lapsed "
+        "(was it suspended or stuck?); this process stopped running it: see its state with "
+        "'autogpt sessions'"
+    )
+
+
+def _clock(timestamp: float) -> str:
+    moment = time.localtime(timestamp)
+    if time.strftime("%Y-%m-%d", moment) == time.strftime("%Y-%m-%d"):
+        return time.strftime("%H:%M:%S", moment)
+    return time.strftime("%Y-%m-%d %H:%M:%S", moment)
+
+
+class LeaseStore(Protocol):
+    """What ``hold_lease`` needs of a store (``AsyncStore`` has it)."""
+
+    async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease: ...
+
+    async def renew_lease(self, lease: Lease, *, expiry: float) -> Lease: ...
+
+    async def release_lease(self, lease: Lease) -> None: ...
+
+
+@asynccontextmanager
+async def hold_lease(
+    store: LeaseStore,
+    session_id: str,
+    holder: Holder,
+    *,
+    period: float = LEASE_PERIOD,
+    expiry: float = LEASE_EXPIRY,
+) -> AsyncIterator[Lease]:
+    """Hold ``session_id``'s lease for the body: taken on entry (``SessionInUse`` if another
+    holder's lease binds), renewed every ``period`` seconds, released on exit.
+
+    If the lease is found taken over, the body is cancelled and ``SessionInUse`` raised.
+    The body's own exception comes out as itself, not in an exception group.
+    """
+    lease = await store.acquire_lease(session_id, holder, expiry=expiry)
+    lost: list[SessionInUse] = []
+    raised: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_heartbeat, store, lease, period, expiry, lost, nursery.cancel_scope)
+            try:
+                yield lease
+            except BaseException as exc:
+                # Re-raised below, outside the nursery, so that callers see the body's own
+                # exception rather than an ExceptionGroup around it.
+                raised = exc
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await store.release_lease(lease)
+    if lost:
+        raise lost[0] from raised if isinstance(raised, Exception) else None
+    if raised is not None:
+        raise raised
+
+
+async def _heartbeat(
+    store: LeaseStore,
+    lease: Lease,
+    period: float,
+    expiry: float,
+    lost: list[SessionInUse],
+    body: trio.CancelScope,
+) -> None:
+    while True:
+        await trio.sleep(period)
+        try:
+            await store.renew_lease(lease, expiry=expiry)
+        except SessionInUse as exc:
+            lost.append(exc)
+            body.cancel()
+            return
+        except StorageError:
+            # A busy or failing disk: try again next period. The lease lapses only if that
+            # goes on past its expiry, and is lost only if someone then takes it over.
+            continue

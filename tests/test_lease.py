@@ -1,0 +1,350 @@
+"""Session leases: one runtime runs a session at a time; dead and stuck holders lapse."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from autogpt_core._errors import LLMError, SessionInUse, StorageError
+from autogpt_core._lease import Holder, Lease, hold_lease, taken_over
+from autogpt_core._loader import PluginSet, load
+from autogpt_core._runtime import Runtime
+from autogpt_core._session import RunOptions
+from autogpt_core._storage import CycleRecord, SessionStatus, Store
+from hookspecs import LLMRequest, LLMResponse, hookimpl
+from tests.scripted import GOAL, ScriptedProvider, _config, _reply
+
+
+def _dead_pid() -> int:
+    """The pid of a process of this host that has ended (and been reaped)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout)
+
+
+# --- the store's leases ----------------------------------------------------------------
+
+
+def test_a_live_lease_refuses_every_other_holder(tmp_path: Path) -> None:
+    """While a lease binds, any holder (another runtime of this process, or the holder
+    itself) is refused with SessionInUse naming the session, pid, host and the fix."""
+    with Store(tmp_path / "s.sqlite3") as store:
+        first, second = Holder.current(), Holder.current()
+        assert first.id != second.id
+        store.acquire_lease("s1", first, expiry=30)
+        for holder in (second, first):
+            with pytest.raises(SessionInUse) as info:
+                store.acquire_lease("s1", holder, expiry=30)
+            message = str(info.value)
+            assert message.startswith(
+                f"session s1 is being run by process {os.getpid()} (this process) "
+                f"on host {socket.gethostname()} since "
+            )
+            assert message.endswith("; wait for it to end, or stop that process")
+        assert store.acquire_lease("s2", second, expiry=30).holder == second.id
+
+
+def test_an_expired_lease_of_a_live_holder_is_taken_over_and_fenced(tmp_path: Path) -> None:
+    """A live holder that stopped renewing binds until its lease expires, then is taken
+    over; after that its renewals and its writes to the session are refused."""
+    path = tmp_path / "s.sqlite3"
+    with Store(path) as stuck_store, Store(path) as taker_store:
+        stuck_store.create_session("g", tmp_path, session_id="s")
+        start = time.time()
+        stuck = stuck_store.acquire_lease("s", Holder.current(), expiry=30, now=start)
+        taker = Holder.current()
+        with pytest.raises(SessionInUse, match="is being run by"):
+            taker_store.acquire_lease("s", taker, expiry=30, now=start + 29)
+        taker_store.acquire_lease("s", taker, expiry=30, now=start + 31)
+
+        with pytest.raises(
+            SessionInUse, match=f"session s was taken over by process {os.getpid()}"
+        ):
+            stuck_store.renew_lease(stuck, expiry=30, now=start + 32)
+        with pytest.raises(SessionInUse, match="taken over"):
+            stuck_store.record_cycle(CycleRecord("s", 1, result="stale"))
+        with pytest.raises(SessionInUse, match="taken over"):
+            stuck_store.update_session_status("s", "failed")
+        taker_store.record_cycle(CycleRecord("s", 1, result="fresh"))
+        stuck_store.release_lease(stuck)  # leaves the taker's lease alone
+
+        current = taker_store.get_lease("s")
+        assert current is not None
+        assert current.holder == taker.id
+        assert [c.result for c in taker_store.load_cycles("s")] == ["fresh"]
+        assert taker_store.get_session("s").status is SessionStatus.RUNNING
+
+
+def test_a_dead_holder_on_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
+    """An unexpired lease whose holder process on this host has ended is taken over at
+    once; one held from another host binds until it expires."""
+    pid = _dead_pid()
+    with Store(tmp_path / "s.sqlite3") as store:
+        store.acquire_lease("here", Holder(socket.gethostname(), pid, "gone"), expiry=30)
+        store.acquire_lease("there", Holder("elsewhere.invalid", pid, "far"), expiry=30)
+        mine = Holder.current()
+        assert store.acquire_lease("here", mine, expiry=30).holder == mine.id
+        with pytest.raises(SessionInUse, match=f"process {pid} on host elsewhere.invalid"):
+            store.acquire_lease("there", mine, expiry=30)
+
+
+# --- hold_lease: the heartbeat ---------------------------------------------------------
+
+
+@attrs.define
+class FakeLeaseStore:
+    """An in-memory ``LeaseStore``; ``renew_errors`` are raised by the next renewals."""
+
+    renewals: list[float] = attrs.field(factory=list)
+    released: list[Lease] = attrs.field(factory=list)
+    renew_errors: list[StorageError] = attrs.field(factory=list)
+
+    async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease:
+        await trio.lowlevel.checkpoint()
+        now = trio.current_time()
+        return Lease(session_id, holder.id, holder.hostname, holder.pid, now, now, now + expiry)
+
+    async def renew_lease(self, lease: Lease, *, expiry: float) -> Lease:
+        await trio.lowlevel.checkpoint()
+        self.renewals.append(trio.current_time())
+        if self.renew_errors:
+            raise self.renew_errors.pop(0)
+        return lease
+
+    async def release_lease(self, lease: Lease) -> None:
+        await trio.lowlevel.checkpoint()
+        self.released.append(lease)
+
+
+async def test_the_heartbeat_renews_every_period_until_the_body_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """hold_lease renews the lease every period while its body runs, retries after a
+    storage error, and releases the lease when the body ends."""
+    store = FakeLeaseStore(renew_errors=[StorageError("disk busy")])
+    async with hold_lease(store, "s", Holder.current(), period=10, expiry=30) as lease:
+        await trio.sleep(45)
+    assert store.renewals == [10, 20, 30, 40]
+    assert store.released == [lease]
+
+
+async def test_a_lease_taken_over_stops_the_body(autojump_clock: trio.testing.MockClock) -> None:
+    """When a renewal finds the lease taken over, the body is cancelled, SessionInUse
+    saying so is raised, and the lease is released."""
+    store = FakeLeaseStore(renew_errors=[taken_over("s", None)])
+    cancelled: list[bool] = []
+
+    async def body() -> None:
+        async with hold_lease(store, "s", Holder.current(), period=10, expiry=30):
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                cancelled.append(True)
+                raise
+
+    with pytest.raises(SessionInUse, match="session s was taken over"):
+        await body()
+    assert cancelled == [True]
+    assert store.renewals == [10]
+    assert len(store.released) == 1
+
+
+async def test_the_bodys_own_error_or_cancellation_comes_out_as_itself() -> None:
+    """An error in the body comes out unwrapped (not an ExceptionGroup), a cancellation
+    is caught by its scope, and the lease is released either way."""
+    store = FakeLeaseStore()
+
+    async def failing() -> None:
+        async with hold_lease(store, "s", Holder.current(), period=10, expiry=30):
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        await failing()
+    with trio.CancelScope() as scope:
+        async with hold_lease(store, "s", Holder.current(), period=10, expiry=30):
+            scope.cancel()
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+    assert len(store.released) == 2
+
+
+# --- runtimes --------------------------------------------------------------------------
+
+
+@attrs.define
+class WaitingProvider:
+    """Answers ``finish`` once ``release`` is set; ``asked`` is set by the first request."""
+
+    result: str
+    asked: trio.Event = attrs.field(factory=trio.Event)
+    release: trio.Event = attrs.field(factory=trio.Event)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.asked.set()
+        await self.release.wait()
+        return _reply("finish", {"result": self.result}, "fin")
+
+    async def aclose(self) -> None:
+        pass
+
+
+class HookRecorder:
+    """Records every session hook called on it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    @hookimpl
+    def session_start(self, session: Any) -> None:
+        self.calls.append("session_start")
+
+    @hookimpl
+    def on_event(self, session: Any, event: Any) -> None:
+        self.calls.append("on_event")
+
+    @hookimpl
+    def session_end(self, session: Any, outcome: Any) -> None:
+        self.calls.append("session_end")
+
+
+def _plugins(tmp_path: Path, name: str, factory: Any) -> PluginSet:
+    plugins = load(_config(tmp_path), environ={})
+    plugins.providers[name] = ("tests", factory)
+    return plugins
+
+
+async def test_a_second_runtime_is_refused_before_any_side_effect(tmp_path: Path) -> None:
+    """While one runtime runs a session, another on the same store is refused (resume and
+    run of that id) before a provider, workspace or hook; the first finishes unharmed."""
+    first = WaitingProvider("first done")
+    built: list[Any] = []
+    recorder = HookRecorder()
+    second_plugins = _plugins(tmp_path, "scripted", lambda options: built.append(options))
+    second_plugins.pm.register(recorder, name="recorder")
+    config = _config(tmp_path)
+    outcomes: list[Any] = []
+    async with (
+        Runtime(config, plugins=_plugins(tmp_path, "waiting", lambda options: first)) as one,
+        Runtime(config, plugins=second_plugins) as two,
+    ):
+
+        async def run_first() -> None:
+            options = RunOptions(llm="waiting", session_id="s1", workspace=tmp_path / "ws")
+            outcomes.append(await one.run(GOAL, options))
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_first)
+                await first.asked.wait()
+                with pytest.raises(SessionInUse, match="session s1 is being run by process"):
+                    await two.resume("s1", RunOptions(llm="scripted"))
+                other_workspace = tmp_path / "ws2"
+                with pytest.raises(SessionInUse, match="session s1 is being run by process"):
+                    await two.run(
+                        GOAL, RunOptions(llm="scripted", session_id="s1", workspace=other_workspace)
+                    )
+                assert built == []
+                assert recorder.calls == []
+                assert not other_workspace.exists()
+                first.release.set()
+    (outcome,) = outcomes
+    assert (outcome.status, outcome.result) == ("finished", "first done")
+    with Store(tmp_path / "data" / "sessions.sqlite3") as store:
+        assert [c.number for c in store.load_cycles("s1")] == [1]
+        assert not [e for e in store.list_events("s1") if e.kind == "error"]
+        assert store.get_lease("s1") is None
+
+
+async def test_a_stuck_runtime_is_taken_over_after_expiry(tmp_path: Path) -> None:
+    """A runtime that stops renewing its lease is taken over once the lease expires; its
+    late writes are refused (SessionInUse), so the taker's record of the session stands."""
+    stuck = WaitingProvider("stale")
+    config = _config(tmp_path)
+    # A heartbeat period far beyond the expiry: the first runtime never renews.
+    stuck_rt = Runtime(
+        config,
+        plugins=_plugins(tmp_path, "waiting", lambda options: stuck),
+        lease_period=3600,
+        lease_expiry=0.2,
+    )
+    taker = ScriptedProvider([_reply("finish", {"result": "taken over"}, "f1")])
+    taker_rt = Runtime(config, plugins=_plugins(tmp_path, "scripted", lambda options: taker))
+    errors: list[BaseException] = []
+    async with stuck_rt, taker_rt:
+
+        async def run_stuck() -> None:
+            options = RunOptions(llm="waiting", session_id="s1", workspace=tmp_path / "ws")
+            try:
+                await stuck_rt.run(GOAL, options)
+            except SessionInUse as exc:
+                errors.append(exc)
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_stuck)
+                await stuck.asked.wait()
+                while True:  # until the lease expires; no assumption about how long
+                    try:
+                        outcome = await taker_rt.resume("s1", RunOptions(llm="scripted"))
+                        break
+                    except SessionInUse:
+                        await trio.sleep(0.05)
+                stuck.release.set()
+    assert (outcome.status, outcome.result) == ("finished", "taken over")
+    (error,) = errors
+    assert "session s1 was taken over" in str(error)
+    with Store(tmp_path / "data" / "sessions.sqlite3") as store:
+        record = store.get_session("s1")
+        assert (record.status, record.result) == ("finished", "taken over")
+        commands = [c.command for c in store.load_cycles("s1")]
+    assert [c["arguments"] for c in commands] == [{"result": "taken over"}]
+
+
+async def test_the_lease_is_released_however_the_session_ends(tmp_path: Path) -> None:
+    """After a session finishes, fails or is cancelled, its lease is gone and another
+    runtime can resume it at once."""
+
+    class Failing(ScriptedProvider):
+        async def complete(self, request: LLMRequest) -> LLMResponse:
+            raise LLMError("the model is down")
+
+    waiting = WaitingProvider("never")
+    providers: dict[str, Any] = {
+        "finishing": lambda options: ScriptedProvider([_reply("finish", {"result": "ok"}, "f")]),
+        "failing": lambda options: Failing([]),
+        "waiting": lambda options: waiting,
+    }
+    plugins = load(_config(tmp_path), environ={})
+    for name, factory in providers.items():
+        plugins.providers[name] = ("tests", factory)
+    async with Runtime(_config(tmp_path), plugins=plugins) as rt:
+        for name in ("finishing", "failing"):
+            options = RunOptions(llm=name, session_id=name, workspace=tmp_path / name)
+            await rt.run(GOAL, options)
+        with trio.move_on_after(60) as scope:
+            async with trio.open_nursery() as nursery:
+                options = RunOptions(llm="waiting", session_id="waiting", workspace=tmp_path / "w")
+                nursery.start_soon(rt.run, GOAL, options)
+                await waiting.asked.wait()
+                scope.cancel()
+        assert scope.cancelled_caught
+    with Store(tmp_path / "data" / "sessions.sqlite3") as store:
+        statuses = {s.id: s.status for s in store.list_sessions().items}
+        assert statuses == {"finishing": "finished", "failing": "failed", "waiting": "interrupted"}
+        for session_id in statuses:
+            assert store.get_lease(session_id) is None
+            store.acquire_lease(session_id, Holder.current(), expiry=30)
