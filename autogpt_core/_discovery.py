@@ -3,8 +3,10 @@
 Every plugin, built-in or third-party, is an entry point in the group ``autogpt.plugins``
 whose name is the plugin id and whose value names the plugin module (or ``module:object``).
 The manifest ``autogpt-plugin.yaml`` sits in the directory of the package that holds that
-module. It is found through the import system's *finders* only — ``find_spec`` on the
-top-level package and then plain directory look-ups — so no plugin code runs.
+module. It is found through the import system's *finders* only, the way an import would find
+the module, but without importing its parent packages, so no plugin code runs: a plugin may
+live in a package other distributions share (``autogpt_plugins`` is a PEP 420 namespace
+package), or be installed editable (setuptools' finder resolves it), and still be found.
 
 Validated manifests are cached in one JSON file keyed by the manifest's path, size and
 modification time, the distribution's version and the core's version: upgrading or editing
@@ -13,9 +15,12 @@ a plugin invalidates its entry.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
+import sys
+from importlib.machinery import ModuleSpec
 from importlib.metadata import Distribution, EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
@@ -81,40 +86,75 @@ def _canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+def find_spec_quietly(name: str) -> ModuleSpec | None:
+    """The spec the import system would use for module ``name``, running no module's code.
+
+    ``importlib.util.find_spec("a.b")`` imports package ``a`` first, running its
+    ``__init__``: someone else's code when ``a`` is shared. Instead, each level asks the
+    finders on ``sys.meta_path`` with the search locations of the parent's *spec* -- what
+    the import system does with the parent's ``__path__`` once it is imported -- so
+    setuptools' editable finder, namespace packages and zip files work as they do for an
+    import. A parent already imported is used as it is, its ``__path__`` included.
+    """
+    module = sys.modules.get(name)
+    if module is not None:
+        spec = getattr(module, "__spec__", None)
+        return spec if isinstance(spec, ModuleSpec) else None
+    parent, _, _ = name.rpartition(".")
+    if not parent:
+        try:
+            return importlib.util.find_spec(name)  # top level: finds, imports nothing
+        except (ImportError, ValueError):
+            return None
+    parent_module = sys.modules.get(parent)
+    if parent_module is not None:
+        path = getattr(parent_module, "__path__", None)
+    else:
+        parent_spec = find_spec_quietly(parent)
+        path = None if parent_spec is None else parent_spec.submodule_search_locations
+    if path is None:
+        return None  # the parent is a plain module or absent: no submodules
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, list(path))
+        except Exception:  # a third-party finder's failure means "not found", not a crash
+            continue
+        if spec is not None:
+            return spec if isinstance(spec, ModuleSpec) else None
+    return None
+
+
 def package_dir(module: str) -> Path | None:
     """The directory holding ``module``'s manifest, found without importing anything.
 
     For ``a.b.c`` this is the directory of package ``a.b.c`` or, when ``c`` is a plain
     module, the directory of package ``a.b``.
     """
-    parts = module.split(".")
-    try:
-        spec = importlib.util.find_spec(parts[0])
-    except (ImportError, ValueError):
-        return None
+    spec = find_spec_quietly(module)
     if spec is None:
         return None
-    if not spec.submodule_search_locations:
-        # A top-level single-file module: its manifest would sit beside it, among
-        # unrelated files, so plugins must be packages.
-        return None
-    locations = [Path(p) for p in spec.submodule_search_locations]
-    for part in parts[1:]:
-        for location in locations:
-            candidate = location / part
-            if candidate.is_dir():
-                locations = [candidate]
-                break
-            if (location / f"{part}.py").is_file():
-                return location
-        else:
+    if spec.origin is not None and spec.has_location:
+        if spec.submodule_search_locations is None and "." not in module:
+            # A top-level single-file module: its manifest would sit beside it, among
+            # unrelated files, so plugins must be packages.
             return None
-    return locations[0] if locations else None
+        return Path(spec.origin).parent
+    locations = list(spec.submodule_search_locations or ())
+    # A namespace package has no file of its own: only one directory can hold its manifest.
+    return Path(locations[0]) if len(locations) == 1 else None
 
 
 def manifest_path(source: PluginSource) -> Path | None:
     directory = package_dir(source.module)
     return None if directory is None else directory / MANIFEST_FILENAME
+
+
+#: Raised whenever what a cached manifest has been checked for changes, so that manifests
+#: cached by an older check are checked again (2: YAML aliases, schemas, $refs, patterns).
+CACHE_FORMAT = 2
 
 
 class ManifestCache:
@@ -125,12 +165,20 @@ class ManifestCache:
         self._entries: dict[str, Any] = {}
         self._dirty = False
         if path is not None:
+            # Only a cache: whatever is wrong with the file (truncated, edited, from another
+            # version, nested too deep to parse), it is ignored and rewritten.
             try:
                 loaded = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(loaded, dict) and loaded.get("core") == __version__:
-                    self._entries = loaded.get("entries", {})
-            except (OSError, ValueError):
-                self._entries = {}
+            except (OSError, ValueError, RecursionError):
+                loaded = None
+            if (
+                isinstance(loaded, dict)
+                and loaded.get("core") == __version__
+                and loaded.get("format") == CACHE_FORMAT
+            ):
+                entries = loaded.get("entries")
+                if isinstance(entries, dict):
+                    self._entries = {k: v for k, v in entries.items() if isinstance(v, dict)}
 
     @staticmethod
     def _key(path: Path, source: PluginSource) -> str | None:
@@ -145,13 +193,17 @@ class ManifestCache:
         key = self._key(path, source)
         entry = self._entries.get(str(path))
         if key is not None and entry is not None and entry.get("key") == key:
-            try:
-                return Manifest.from_json(entry["manifest"])
-            except (KeyError, TypeError):
-                pass  # an entry from an older layout: re-read the file
+            # The checksum catches an entry damaged or edited since it was written, which
+            # could otherwise rebuild a manifest that was never validated.
+            if entry.get("sum") == _checksum(entry.get("manifest")):
+                try:
+                    return Manifest.from_json(entry["manifest"])
+                except Exception:  # noqa: BLE001 - from an older layout: re-read the file
+                    pass
         manifest = load_manifest(path)
         if key is not None:
-            self._entries[str(path)] = {"key": key, "manifest": manifest.to_json()}
+            data = manifest.to_json()
+            self._entries[str(path)] = {"key": key, "manifest": data, "sum": _checksum(data)}
             self._dirty = True
         return manifest
 
@@ -160,10 +212,19 @@ class ManifestCache:
         if not self._dirty or self.path is None:
             return
         try:
-            write_atomically(self.path, json.dumps({"core": __version__, "entries": self._entries}))
+            document = {"core": __version__, "format": CACHE_FORMAT, "entries": self._entries}
+            write_atomically(self.path, json.dumps(document))
             self._dirty = False
         except OSError:
             pass
+
+
+def _checksum(data: Any) -> str:
+    try:
+        text = json.dumps(data, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return ""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def default_cache_path() -> Path | None:

@@ -4,12 +4,18 @@
 plugins, in dependency order, registers them with a ``HookManager``, hands each its
 settings (``configure``) and collects its commands and LLM providers. A plugin that fails
 at any step is unregistered and reported as ``broken`` with the reason; the others load.
+
+What a plugin can do to the process at import is bounded: every exception but
+``KeyboardInterrupt`` (``SystemExit`` included) makes it broken, and so does an import that
+does not finish within ``import_timeout`` seconds (see ``import_plugin``).
 """
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -40,6 +46,10 @@ DISABLED = "disabled"
 BROKEN = "broken"
 ENABLED = "enabled"  # enabled and valid, not (yet) imported: what `scan` reports
 
+#: Seconds a plugin's import may take (``$AUTOGPT_IMPORT_TIMEOUT`` overrides it). Generous:
+#: a plugin importing a large library on a cold disk takes seconds; one that hangs never ends.
+IMPORT_TIMEOUT = 30.0
+
 
 @attrs.define
 class PluginRecord:
@@ -60,7 +70,8 @@ class PluginRecord:
 
     def fail(self, reason: str) -> None:
         self.status = BROKEN
-        self.reason = reason
+        # One line: a run announces each broken plugin on one line of stderr.
+        self.reason = "; ".join(line.strip() for line in reason.splitlines() if line.strip())
 
 
 def load_plugins_env(environ: Mapping[str, str] | None = None) -> frozenset[str] | None:
@@ -79,45 +90,77 @@ def scan(
     cache: ManifestCache | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> list[PluginRecord]:
-    """Every installed plugin with its manifest and whether it is enabled; imports nothing."""
+    """Every installed plugin with its manifest and whether it is enabled; imports nothing.
+
+    Two distributions claiming one id each get a record: the first keeps the id, the others
+    are ``"ID [DISTRIBUTION]"`` and broken (see ``_fail_clash`` for who wins).
+    """
     env = os.environ if environ is None else environ
     sources = list(iter_sources() if sources is None else sources)
     cache = cache if cache is not None else ManifestCache(default_cache_path())
     only = load_plugins_env(env)
-    records: dict[str, PluginRecord] = {}
-    for source in sources:
-        if source.id in records:
-            first = records[source.id]
-            reason = (
-                f"plugin id {source.id!r} is claimed by distributions "
-                f"{first.source.distribution if first.source else '?'} and {source.distribution}: "
-                "uninstall one of them"
-            )
-            first.fail(reason)
-            first.enabled = False
-            continue
-        record = PluginRecord(id=source.id, source=source)
-        records[source.id] = record
-        try:
-            record.manifest = read_manifest(source, cache)
-        except ManifestError as exc:
-            record.enabled = (only is not None and source.id in only) or (
-                only is None and source.id in config.enable
-            )
-            record.fail(f"invalid manifest: {exc}")
-            continue
-        manifest = record.manifest
+
+    def wanted(plugin_id: str, enabled_by_default: bool) -> bool:
         if only is not None:
-            record.enabled = source.id in only
-        else:
-            record.enabled = config.is_enabled(source.id, manifest.enabled_by_default)
-        record.status = ENABLED if record.enabled else DISABLED
+            return plugin_id in only
+        return config.is_enabled(plugin_id, enabled_by_default)
+
+    claims: dict[str, list[PluginSource]] = {}
+    # Built-ins first, so that they keep their id when a distribution claims it too.
+    for source in sorted(sources, key=lambda s: (s.id, not s.builtin, s.distribution)):
+        claims.setdefault(source.id, []).append(source)
+    records: dict[str, PluginRecord] = {}
+    for plugin_id, claimants in claims.items():
+        claimed = []
+        for n, source in enumerate(claimants):
+            key = plugin_id if n == 0 else f"{plugin_id} [{source.distribution}]"
+            record = PluginRecord(id=key, source=source)
+            records[key] = record
+            claimed.append(record)
+            try:
+                record.manifest = read_manifest(source, cache)
+            except ManifestError as exc:
+                # Its enabled_by_default is unknown: count it as wanted unless the user
+                # disabled it, so that a run announces it instead of starting without it.
+                record.enabled = wanted(plugin_id, True)
+                record.fail(f"invalid manifest: {exc}")
+                continue
+            record.enabled = wanted(plugin_id, record.manifest.enabled_by_default)
+            record.status = ENABLED if record.enabled else DISABLED
+        if len(claimed) > 1:
+            _fail_clash(plugin_id, claimed)
     cache.save()
     _check_conflicts(records)
     for record in records.values():
         if record.status == ENABLED:
             _check_compat(record)
     return sorted(records.values(), key=lambda r: r.id)
+
+
+def _fail_clash(plugin_id: str, claimed: list[PluginRecord]) -> None:
+    """Several distributions claim ``plugin_id``: a built-in keeps it, otherwise none does.
+
+    A built-in wins because its id is what the docs, the user's config and the demo name:
+    installing a plugin must not take away a feature the user already had (the demo used
+    to finish without writing its file), nor let a newcomer replace a built-in such as the
+    workspace sandbox unasked. Between third-party distributions there is no such ground:
+    choosing by name or install order would be arbitrary, so the user chooses.
+    """
+    dists = [r.source.distribution if r.source else "?" for r in claimed]
+    if claimed[0].builtin:
+        for record, dist in zip(claimed[1:], dists[1:], strict=True):
+            record.fail(
+                f"plugin id {plugin_id!r} is claimed by the built-in plugin of {dists[0]} and "
+                f"by {dist}: the built-in one is loaded, {dist}'s is not; fix: uninstall it "
+                f"('pip uninstall {dist}') or ask its author to choose another id"
+            )
+        return
+    for record in claimed:
+        others = " ".join(d for d in dists if d != (record.source and record.source.distribution))
+        record.fail(
+            f"plugin id {plugin_id!r} is claimed by distributions {' and '.join(dists)}, so "
+            f"none of them is loaded; fix: uninstall all but one ('pip uninstall {others}')"
+        )
 
 
 def _check_conflicts(records: Mapping[str, PluginRecord]) -> None:
@@ -215,15 +258,100 @@ def _instantiate(obj: object) -> object:
     return obj
 
 
+class ImportFailed(Exception):
+    """``import_plugin`` could not produce the plugin object; the message is the reason."""
+
+
+def import_timeout_from(environ: Mapping[str, str] | None = None) -> float:
+    """``$AUTOGPT_IMPORT_TIMEOUT`` in seconds if it is a positive number, else the default."""
+    env = os.environ if environ is None else environ
+    try:
+        seconds = float(env.get("AUTOGPT_IMPORT_TIMEOUT", ""))
+    except ValueError:
+        return IMPORT_TIMEOUT
+    return seconds if seconds > 0 else IMPORT_TIMEOUT
+
+
+def import_plugin(source: PluginSource, timeout: float) -> object:
+    """Import ``source``'s entry point and instantiate it, bounded; ``ImportFailed`` if not.
+
+    The import runs in a daemon thread that is given ``timeout`` seconds. A thread, not a
+    signal in the main thread: a ``SIGALRM`` cannot interrupt a hang in C code, works
+    only in the main thread and on POSIX, and would break into the plugin at an arbitrary
+    point. A stuck thread cannot be killed, so it is abandoned; being a daemon it does not
+    keep the process from exiting. Any ``BaseException`` is contained (``SystemExit`` at
+    import used to end every command) except ``KeyboardInterrupt``: the user's Ctrl-C.
+    """
+    outcome: list[object] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_instantiate(source.entry_point.load()))
+        except BaseException as exc:  # reported by the loading thread, below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name=f"autogpt import {source.id}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise ImportFailed(
+            f"import of {source.value!r} did not finish within {timeout:g} s; fix: make the "
+            f"plugin's import fast (no network, no waiting at import time), disable it "
+            f"('autogpt plugins disable {source.id}') or allow more time with "
+            "AUTOGPT_IMPORT_TIMEOUT=SECONDS"
+        )
+    if failure:
+        exc = failure[0]
+        if isinstance(exc, KeyboardInterrupt):
+            raise exc
+        why = " (a plugin must not end the program)" if isinstance(exc, SystemExit) else ""
+        raise ImportFailed(
+            f"import of {source.value!r} failed: {type(exc).__name__}: {exc}{why}; fix the "
+            f"plugin or disable it ('autogpt plugins disable {source.id}')"
+        )
+    return outcome[0]
+
+
+def _unknown_hooks(pm: HookManager, plugin_id: str, plugin: object) -> str | None:
+    """Why ``plugin`` implements a hook that does not exist (pluggy's ``check_pending``
+    for one plugin), or ``None``. ``@hookimpl(optionalhook=True)`` opts out."""
+    known = sorted(
+        name
+        for name, caller in vars(pm.hook).items()
+        if not name.startswith("_") and caller.has_spec()
+    )
+    for caller in pm.get_hookcallers(plugin) or []:
+        if caller.has_spec():
+            continue
+        if all(impl.optionalhook for impl in caller.get_hookimpls() if impl.plugin is plugin):
+            continue
+        close = difflib.get_close_matches(caller.name, known, n=1)
+        guess = f"did you mean {close[0]}? " if close else ""
+        return (
+            f"it implements {caller.name}, which is not a hook: {guess}"
+            "fix: rename it to one of the hooks in docs/hooks.md, or mark it "
+            "@hookimpl(optionalhook=True) if it implements another plugin's hook"
+        )
+    return None
+
+
 def load(
     config: Config,
     *,
     records: list[PluginRecord] | None = None,
     pm_factory: Callable[[], HookManager] = HookManager,
     environ: Mapping[str, str] | None = None,
+    import_timeout: float | None = None,
 ) -> PluginSet:
-    """Import and register the enabled plugins of ``records`` (scanned when not given)."""
+    """Import and register the enabled plugins of ``records`` (scanned when not given).
+
+    ``import_timeout``: seconds each plugin's import may take (default: ``IMPORT_TIMEOUT``
+    or ``$AUTOGPT_IMPORT_TIMEOUT``).
+    """
     records = scan(config, environ=environ) if records is None else records
+    if import_timeout is None:
+        import_timeout = import_timeout_from(environ)
     by_id = {r.id: r for r in records}
     candidates = {
         r.id: r.manifest for r in records if r.status == ENABLED and r.manifest is not None
@@ -263,14 +391,20 @@ def load(
             record.fail(f"requires {dead[0]!r}, which failed to load")
             continue
         try:
-            plugin = _instantiate(record.source.entry_point.load())
-        except Exception as exc:  # any import-time error is the plugin's, not ours
-            record.fail(f"import of {record.source.value!r} failed: {type(exc).__name__}: {exc}")
+            plugin = import_plugin(record.source, import_timeout)
+        except ImportFailed as exc:
+            record.fail(str(exc))
             continue
         try:
             pm.register(plugin, name=plugin_id)
         except (pluggy.PluginValidationError, ValueError) as exc:
             record.fail(f"invalid hook implementation: {exc}")
+            continue
+        unknown = _unknown_hooks(pm, plugin_id, plugin)
+        if unknown is not None:
+            # A misspelt hook would pass silently and never run: refuse the plugin instead.
+            pm.unregister(plugin)
+            record.fail(unknown)
             continue
         record.plugin = plugin
         try:

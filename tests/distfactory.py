@@ -4,11 +4,17 @@ This is what ``pip install`` leaves in a site directory: a package and a ``.dist
 folder with ``METADATA`` and ``entry_points.txt``. ``importlib.metadata`` finds it on
 ``sys.path``/``PYTHONPATH`` exactly as it finds a pip-installed one, so discovery runs
 for real; only the build step is skipped (``test_distribution.py`` does a real pip install).
+
+``write_wheel`` builds a real wheel file, for tests that pip-install and uninstall one.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import textwrap
+import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 MANIFEST = """\
@@ -76,3 +82,39 @@ def write_plugin(
     )
     (dist_dir / "RECORD").write_text("", encoding="utf-8")
     return pkg
+
+
+def write_wheel(
+    directory: Path,
+    distribution: str,
+    version: str,
+    files: Mapping[str, str],
+    *,
+    entry_points: str = "",
+) -> Path:
+    """A pure-Python wheel of ``files`` (path in the wheel -> text), as a build backend
+    would make it: ``.dist-info`` with METADATA, WHEEL and a RECORD of hashes pip checks."""
+    stem = f"{distribution.replace('-', '_')}-{version}"
+    info = f"{stem}.dist-info"
+    contents = dict(files)
+    contents[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+    )
+    contents[f"{info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: tests.distfactory\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n"
+    )
+    if entry_points:
+        contents[f"{info}/entry_points.txt"] = entry_points
+    record = []
+    for name, text in contents.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    contents[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    wheel = directory / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in contents.items():
+            archive.writestr(name, text)
+    return wheel

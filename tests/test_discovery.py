@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autogpt_core import ManifestError
 from autogpt_core._discovery import ManifestCache, iter_sources, package_dir, read_manifest
+from tests import strategies
 from tests.distfactory import write_plugin
 
 
@@ -64,3 +69,90 @@ def test_an_unreadable_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.Monk
     )
     cache.save()
     assert '"cachey"' in cache_file.read_text()
+
+
+def test_package_dir_asks_the_finders_for_a_plugin_inside_a_shared_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin module inside a package another distribution owns (found elsewhere by a
+    meta path finder, as setuptools' editable finder does) is found, and the owner's
+    __init__ is not run."""
+    from importlib.machinery import PathFinder
+
+    (tmp_path / "site" / "shared_pkg_x").mkdir(parents=True)
+    (tmp_path / "site" / "shared_pkg_x" / "__init__.py").write_text("raise RuntimeError('ran')\n")
+    plugin = tmp_path / "src" / "shared_pkg_x" / "plugin"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text("raise RuntimeError('imported!')\n")
+
+    class EditableLikeFinder:
+        @staticmethod
+        def find_spec(fullname, path=None, target=None):
+            parent, _, _ = fullname.rpartition(".")
+            if parent == "shared_pkg_x":
+                return PathFinder.find_spec(fullname, [str(tmp_path / "src" / "shared_pkg_x")])
+            return None
+
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableLikeFinder])
+    importlib.invalidate_caches()
+    assert package_dir("shared_pkg_x.plugin") == plugin
+    assert package_dir("shared_pkg_x.absent") is None
+    assert "shared_pkg_x" not in sys.modules
+    assert "shared_pkg_x.plugin" not in sys.modules
+
+
+def _damaged(data: object, path: list[int], replacement: object) -> object:
+    """``data`` with the value found by walking ``path`` (indices into its children) replaced."""
+    if not path or not isinstance(data, dict | list) or not data:
+        return replacement
+    if isinstance(data, dict):
+        key = sorted(data)[path[0] % len(data)]
+        return {**data, key: _damaged(data[key], path[1:], replacement)}
+    i = path[0] % len(data)
+    return [*data[:i], _damaged(data[i], path[1:], replacement), *data[i + 1 :]]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    path=st.lists(st.integers(min_value=0, max_value=50), max_size=8),
+    replacement=strategies.json_values,
+    cut=st.one_of(st.none(), st.integers(min_value=0, max_value=400)),
+)
+def test_a_damaged_cache_never_breaks_loading_and_rebuilds(
+    cached_plugin: tuple[Path, Path, Any], path: list[int], replacement: object, cut: int | None
+) -> None:
+    """Whatever is changed in the cache file (any value replaced, the file cut short), the
+    manifest read is the one on disk, and the cache is written anew."""
+    cache_file, manifest_path, source = cached_plugin
+    good = ManifestCache(cache_file)
+    expected = good.load(manifest_path, source)
+    good._dirty = True
+    good.save()
+    text = json.dumps(_damaged(json.loads(cache_file.read_text()), path, replacement))
+    cache_file.write_text(text if cut is None else text[:cut])
+    cache = ManifestCache(cache_file)
+    assert cache.load(manifest_path, source) == expected
+    cache.save()
+    assert ManifestCache(cache_file).load(manifest_path, source) == expected
+
+
+def test_a_cache_nested_too_deep_is_ignored(cached_plugin: tuple[Path, Path, Any]) -> None:
+    """A cache file too deeply nested to parse is treated as empty, not a RecursionError."""
+    cache_file, manifest_path, source = cached_plugin
+    cache_file.write_text("[" * 100_000 + "]" * 100_000)
+    assert ManifestCache(cache_file).load(manifest_path, source).id == "cachedmf"
+
+
+@pytest.fixture
+def cached_plugin(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path, Any]:
+    site = tmp_path_factory.mktemp("site")
+    write_plugin(site, "cachedmf", "")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    source = next(s for s in iter_sources() if s.id == "cachedmf")
+    return site / "cache.json", site / "plug_cachedmf" / "autogpt-plugin.yaml", source

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -288,3 +290,151 @@ def test_manifest_cache_is_invalidated_by_changes(site: Path, tmp_path: Path) ->
     records = scan(cfg, sources=[source], cache=ManifestCache(cache_path), environ={})
     assert records[0].manifest is not None
     assert records[0].manifest.description.startswith("edited plugin!")
+
+
+def test_a_plugin_claiming_a_builtin_id_loses_and_both_claims_are_shown(
+    site: Path, tmp_path: Path
+) -> None:
+    """A distribution claiming a built-in's id is broken, naming both distributions, and
+    the built-in still loads, whichever name sorts first; between two third-party
+    distributions neither loads; every claimant has a record and is announced."""
+    write_plugin(site, "workspace", "", package=f"pa_{_uid('ws')}", distribution="aaa-rival")
+    write_plugin(site, "workspace", "", package=f"pz_{_uid('ws')}", distribution="zzz-rival")
+    dup = _uid("dup")
+    write_plugin(site, dup, "", package=f"pa_{dup}", distribution=f"first-{dup}")
+    write_plugin(site, dup, "", package=f"pb_{dup}", distribution=f"second-{dup}")
+    importlib.invalidate_caches()
+    sources = [s for s in iter_sources() if s.id in {"workspace", dup}]
+    cfg = Config(path=tmp_path / "c.yaml", data_dir=tmp_path / "data")
+    records = scan(cfg, sources=sources, cache=ManifestCache(None), environ={})
+    plugins = load(cfg, records=records, environ={})
+    rec = plugins.records
+    assert rec["workspace"].builtin
+    assert rec["workspace"].status == LOADED
+    for rival in ("aaa-rival", "zzz-rival"):
+        loser = rec[f"workspace [{rival}]"]
+        assert loser.status == BROKEN
+        assert loser.enabled
+        assert "built-in plugin of autogpt-core and by " + rival in loser.reason
+        assert f"pip uninstall {rival}" in loser.reason
+    assert rec[dup].status == rec[f"{dup} [second-{dup}]"].status == BROKEN
+    assert f"first-{dup} and second-{dup}" in rec[f"{dup} [second-{dup}]"].reason
+    announced = " ".join(plugins.problems())
+    assert announced.count("claimed by") == 4
+
+
+def test_a_misspelt_hook_breaks_its_plugin_with_a_suggestion(site: Path, tmp_path: Path) -> None:
+    """An implementation of a hook that does not exist makes its plugin broken, naming the
+    closest hook and nothing of it stays registered; optionalhook=True opts out."""
+    typo, optional = _uid("typo"), _uid("optional")
+    write_plugin(
+        site,
+        typo,
+        """
+        from hookspecs import hookimpl
+        @hookimpl
+        def build_prompt(session, prompt):
+            prompt.add_constraint("must not stay registered")
+        @hookimpl
+        def post_commands(session, call, result):
+            pass
+        """,
+    )
+    write_plugin(
+        site,
+        optional,
+        """
+        from hookspecs import hookimpl
+        @hookimpl(optionalhook=True)
+        def some_other_plugins_hook(x):
+            pass
+        """,
+    )
+    plugins = _load(site, tmp_path)
+    record = plugins.records[typo]
+    assert record.status == BROKEN
+    assert record.reason.startswith(
+        "it implements post_commands, which is not a hook: did you mean post_command?"
+    )
+    assert "optionalhook=True" in record.reason
+    assert plugins.pm.get_plugin(typo) is None
+    prompt = PromptBuilder(goal="g")
+    plugins.pm.hook.build_prompt(session=SessionView("s", "g", tmp_path), prompt=prompt)
+    assert prompt.constraints == []
+    assert plugins.records[optional].status == LOADED
+
+
+def test_an_invalid_manifest_is_announced_on_one_line(site: Path, tmp_path: Path) -> None:
+    """A plugin whose manifest is invalid counts as enabled (its enabled_by_default is
+    unknown) unless the config disables it, so it is among the problems a run announces,
+    each one line however many issues its manifest has."""
+    bad = _uid("badman")
+    write_plugin(
+        site, bad, "", manifest=f"manifest_version: 1\nid: {bad}\nname: x\nversion: 1\nbogus: 1\n"
+    )
+    plugins = _load(site, tmp_path)
+    record = plugins.records[bad]
+    assert (record.status, record.enabled) == (BROKEN, True)
+    assert "bogus: unknown field" in record.reason
+    assert "version: expected a string" in record.reason
+    (problem,) = [p for p in plugins.problems() if p.startswith(bad)]
+    assert "\n" not in problem
+    quiet = _load(site, tmp_path, disable=frozenset({bad}))
+    assert quiet.records[bad].status == BROKEN
+    assert not quiet.records[bad].enabled
+    assert not [p for p in quiet.problems() if p.startswith(bad)]
+
+
+def test_any_exception_at_import_but_ctrl_c_is_contained(site: Path, tmp_path: Path) -> None:
+    """SystemExit or another BaseException raised by a plugin's import makes only that
+    plugin broken, with the reason; KeyboardInterrupt still reaches the user."""
+    exits, base, good = _uid("exits"), _uid("base"), _uid("good")
+    write_plugin(site, exits, "raise SystemExit(3)\n")
+    write_plugin(site, base, "class Odd(BaseException): pass\nraise Odd('odd one')\n")
+    write_plugin(site, good, "")
+    plugins = _load(site, tmp_path)
+    assert plugins.records[good].status == LOADED
+    assert plugins.records[exits].status == BROKEN
+    assert "SystemExit: 3 (a plugin must not end the program)" in plugins.records[exits].reason
+    assert f"autogpt plugins disable {exits}" in plugins.records[exits].reason
+    assert "Odd: odd one" in plugins.records[base].reason
+    interrupts = _uid("interrupts")
+    write_plugin(site, interrupts, "raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        _load(site, tmp_path)
+
+
+def test_an_import_that_hangs_is_abandoned_after_the_timeout(site: Path, tmp_path: Path) -> None:
+    """An import still running after AUTOGPT_IMPORT_TIMEOUT seconds makes its plugin broken
+    ("did not finish within"), and the plugins after it load."""
+    flag = tmp_path / "release"
+    stuck, after = _uid("astuck"), _uid("zafter")
+    write_plugin(
+        site,
+        stuck,
+        f"""
+        import pathlib, time
+        while not pathlib.Path({str(flag)!r}).exists():
+            time.sleep(0.01)
+        """,
+    )
+    write_plugin(site, after, "")
+    # The abandoned import ends when the flag appears: at the latest after 5 s.
+    release = threading.Timer(5, flag.touch)
+    release.start()
+    importlib.invalidate_caches()
+    sources = [s for s in iter_sources() if s.id in {stuck, after}]
+    cfg = Config(path=tmp_path / "c.yaml", data_dir=tmp_path / "data")
+    records = scan(cfg, sources=sources, cache=ManifestCache(None), environ={})
+    started = time.monotonic()
+    try:
+        plugins = load(cfg, records=records, environ={"AUTOGPT_IMPORT_TIMEOUT": "0.5"})
+        elapsed = time.monotonic() - started
+    finally:
+        release.cancel()
+        flag.touch()
+    assert elapsed < 4
+    assert plugins.records[stuck].status == BROKEN
+    assert f"import of 'plug_{stuck}' did not finish within 0.5 s" in plugins.records[stuck].reason
+    assert "AUTOGPT_IMPORT_TIMEOUT" in plugins.records[stuck].reason
+    assert plugins.records[after].status == LOADED
