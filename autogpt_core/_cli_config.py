@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._config import DEFAULT_GRANTS, load_config, resolve_config_path
+from ._config import DEFAULT_GRANTS, SECTIONS, load_config, resolve_config_path
 
 
 def add_config_parser(sub: Any) -> None:
@@ -36,14 +36,7 @@ def cmd_config(args: argparse.Namespace) -> int:
             "model": config.llm_model,
             "base_url": config.llm_base_url,
         },
-        "limits": {
-            "max_cycles": config.limits.max_cycles,
-            "max_tokens": config.limits.max_tokens,
-            "max_cost": config.limits.max_cost,
-            "hook_timeout": config.limits.hook_timeout,
-            "command_timeout": config.limits.command_timeout,
-            "max_failures": config.limits.max_failures,
-        },
+        "limits": {name: getattr(config.limits, name) for name in SECTIONS["limits"]},
         # Only which plugins have settings: values may be secrets.
         "plugin_settings": {k: sorted(v) for k, v in sorted(config.plugin_settings.items())},
     }

@@ -9,10 +9,14 @@ the function the way its kind requires (inline, awaited, or in a worker thread).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import json
-from collections.abc import Callable, Mapping
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -33,7 +37,90 @@ from ._errors import (
     RegistrationError,
     UnknownCommandError,
 )
-from ._manifest import CommandDecl, Manifest
+from ._manifest import CommandDecl, Manifest, schema_registry
+
+#: Seconds that validating one call's arguments may take before it is abandoned. Real
+#: validations take milliseconds; this bounds how long a catastrophic ``pattern`` can hold
+#: the event loop (see ``_abandon_after``).
+VALIDATION_DEADLINE = 1.0
+
+
+class _Abandoned(BaseException):
+    """Raised inside a validation to abandon it: ``reason`` is "deadline" or "interrupt".
+
+    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on the way
+    (in jsonschema or a format checker) can swallow it.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@contextlib.contextmanager
+def _abandon_after(seconds: float) -> Iterator[None]:
+    """Raise ``_Abandoned`` inside the block after ``seconds``, or at the first Ctrl-C.
+
+    Why signals: jsonschema checks ``pattern`` with Python's ``re``, which backtracks
+    (``^(a+)+$`` against 40 a's and a '!' runs for hours), has no timeout, and holds the
+    GIL for the whole match. A worker thread with a deadline therefore does not help: the
+    loop's thread cannot run until the match ends, and an abandoned match would go on
+    stalling the whole process. Deciding which patterns backtrack badly is hard in general,
+    and other engines (RE2, ``regex``) are not dependencies. But ``re`` does look for
+    pending signals every few thousand steps and lets a Python signal handler raise, so an
+    interval timer (SIGALRM) stops a match in time, and a SIGINT handler makes Ctrl-C stop
+    it too -- 'autogpt run' listens for Ctrl-C through trio, whose handler only queues the
+    signal for a task that cannot run while the match holds the loop. The Ctrl-C is then
+    raised again once the old handler is back, so whoever listened still gets it.
+
+    Signal handlers belong to the main thread, and Windows has no interval timers: there
+    the block runs unguarded.
+    """
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    old_alarm = signal.getsignal(signal.SIGALRM)
+    old_interrupt = signal.getsignal(signal.SIGINT)
+    if old_alarm is None or old_interrupt is None:
+        yield  # handlers installed outside Python cannot be put back: leave them alone
+        return
+    # Ctrl-C deliberately ignored stays ignored.
+    catch_interrupt = old_interrupt is not signal.SIG_IGN
+    state = {"armed": True, "interrupted": False}
+
+    def on_alarm(signum: int, frame: object) -> None:
+        if state["armed"]:
+            raise _Abandoned("deadline")
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        state["interrupted"] = True
+        if state["armed"]:
+            raise _Abandoned("interrupt")
+
+    started = time.monotonic()
+    old_timer = (0.0, 0.0)
+    signal.signal(signal.SIGALRM, on_alarm)
+    if catch_interrupt:
+        signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        old_timer = signal.setitimer(signal.ITIMER_REAL, seconds)
+        yield
+    finally:
+        # Disarmed first: a signal still pending runs its handler (signal.signal runs
+        # pending handlers before it changes one), which must not raise any more.
+        state["armed"] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        if catch_interrupt:
+            signal.signal(signal.SIGINT, old_interrupt)
+        if old_timer[0] > 0:  # someone else's timer: put back what is left of it
+            left = max(old_timer[0] - (time.monotonic() - started), 1e-6)
+            signal.setitimer(signal.ITIMER_REAL, left, old_timer[1])
+        if state["interrupted"]:
+            signal.raise_signal(signal.SIGINT)
 
 
 @attrs.frozen
@@ -52,8 +139,45 @@ class RegisteredCommand:
         return self.decl.name
 
     def validate(self, arguments: Mapping[str, Any]) -> None:
-        """Raise ``CommandArgumentsError`` listing every way ``arguments`` miss the schema."""
-        errors = sorted(self.validator.iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        """Raise ``CommandArgumentsError`` listing every way ``arguments`` miss the schema.
+
+        Bounded: validation that runs past ``VALIDATION_DEADLINE`` seconds or meets Ctrl-C
+        is abandoned, and a schema that jsonschema cannot apply is an error, not a crash.
+        """
+        plugin = f"plugin {self.plugin_id!r}"
+        try:
+            with _abandon_after(VALIDATION_DEADLINE):
+                errors = sorted(
+                    self.validator.iter_errors(dict(arguments)), key=lambda e: list(e.path)
+                )
+        except _Abandoned as exc:
+            if exc.reason == "interrupt":
+                raise CommandArgumentsError(
+                    f"argument validation for command {self.name!r} was interrupted (Ctrl-C); "
+                    "the command was not run"
+                ) from None
+            raise CommandArgumentsError(
+                f"argument validation for command {self.name!r} did not finish in "
+                f"{VALIDATION_DEADLINE:g} s: its schema's pattern may be catastrophic. The "
+                f"command was not run: call it with shorter arguments, or use another command; "
+                f"{plugin} must simplify the pattern in the command's parameters"
+            ) from None
+        except RecursionError:
+            raise CommandArgumentsError(
+                f"validating the arguments of command {self.name!r} recursed too deeply: call "
+                "it again with flatter arguments. If they are flat, its parameters schema "
+                f"refers to itself in a loop: {plugin} must fix it ('autogpt plugins check' "
+                "names the reference)"
+            ) from None
+        except Exception as exc:  # an unresolvable $ref, an unknown type, a bad pattern...
+            # 'plugins check' refuses such schemas; a manifest cached by an older core or a
+            # CommandDecl made by hand can still hold one. The call fails, the run goes on.
+            detail = str(exc) if len(str(exc)) <= 200 else str(exc)[:197] + "..."
+            raise CommandArgumentsError(
+                f"command {self.name!r} cannot check its arguments: its parameters schema is "
+                f"broken ({type(exc).__name__}: {detail}). Fix the command's parameters in the "
+                f"manifest of {plugin}; 'autogpt plugins check' names the problem"
+            ) from None
         if errors:
             problems = "; ".join(
                 f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors
@@ -164,7 +288,9 @@ class CommandRegistry:
             function=function,
             kind=_kind(function),
             wants_ctx=wants_ctx,
-            validator=Draft202012Validator(dict(decl.parameters)),
+            # Only the meta-schemas besides the schema itself: jsonschema's default would
+            # fetch a remote $ref over the network, on the event loop.
+            validator=Draft202012Validator(dict(decl.parameters), registry=schema_registry()),
         )
         for key in (decl.name, *decl.aliases):
             other = self._names.get(key)

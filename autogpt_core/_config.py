@@ -5,65 +5,147 @@ config directory. A fresh install has no file at all and runs on defaults: each 
 enabled as its manifest's ``enabled_by_default`` says, ``fs.read`` and ``fs.write``
 granted (file commands are confined to the session's workspace anyway).
 
-::
-
-    plugins:
-      enable: [shell]            # enable plugins that are off by default
-      disable: [jsonlog]         # disable plugins that are on by default
-      settings:                  # per plugin, validated against its manifest's config
-        web: {timeout: 10}
-    permissions:
-      grant: [fs.read, fs.write] # granted to every plugin's commands without asking
-    llm: {provider: openai, model: gpt-4o-mini, base_url: null}
-    limits: {max_cycles: 25, hook_timeout: 30, command_timeout: 120, max_failures: 3}
-    data_dir: ~/somewhere        # sessions, memory and logs (default: user data dir)
+``SECTIONS`` and ``TOP_LEVEL_FIELDS`` describe every field: its type, constraints,
+default and what ``null`` means. docs/configuration.md shows them with an example (a test
+checks that the two agree).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import yaml
 
+from . import _yaml as strict_yaml
 from ._errors import ConfigError
 from ._files import write_atomically
 from ._permissions import PERMISSION, PERMISSION_NAMES
 
 APP_NAME = "autogpt"
+# Read on every command, like manifests: bounded, and without YAML aliases.
+_MAX_CONFIG_CHARS = 1024 * 1024
+_MAX_CONFIG_DEPTH = 32
 DEFAULT_GRANTS = frozenset({"fs.read", "fs.write"})
 
-_TOP_LEVEL = {"plugins", "permissions", "llm", "limits", "data_dir"}
-_SECTIONS: dict[str, set[str]] = {
-    "plugins": {"enable", "disable", "settings"},
-    "permissions": {"grant"},
-    "llm": {"provider", "model", "base_url"},
+# --- the schema --------------------------------------------------------------------------
+# One declarative description of the file. Validation and its messages, the defaults of
+# ``Limits``, ``autogpt config`` and the field table of docs/configuration.md derive from it
+# (tests/test_config.py checks the docs against it).
+
+
+@attrs.frozen
+class Items:
+    """What the items of a list field, or the keys of a mapping field, must be."""
+
+    name: str
+    pattern: re.Pattern[str]
+    fix: str
+
+
+# The manifest schema's id pattern (hookspecs/manifest.schema.json): an id that does not
+# match it can never name an installed plugin.
+PLUGIN_ID = Items(
+    "plugin id",
+    re.compile(r"[a-z][a-z0-9_-]{0,63}"),
+    "plugin ids are lower case letters, digits, '-' and '_', starting with a letter; "
+    "'autogpt plugins list --all' shows them",
+)
+PERMISSION_ITEM = Items("permission", PERMISSION, f"use {PERMISSION_NAMES}")
+
+
+@attrs.frozen
+class Field:
+    """One field: its type and constraints, its default, and what ``null`` means.
+
+    ``type`` is ``integer``, ``number``, ``string``, ``path``, ``list`` (of ``items``) or
+    ``mapping`` (from ``items`` to a mapping of settings). A number must be greater than
+    ``exclusive_minimum`` when that is set. ``null`` is refused when ``null_means`` is empty.
+    ``example`` is a valid value, for the fix in error messages.
+    """
+
+    type: Literal["integer", "number", "string", "path", "list", "mapping"]
+    default: Any
+    null_means: str = ""
+    exclusive_minimum: float | None = None
+    items: Items | None = None
+    example: str = ""
+
+    @property
+    def nullable(self) -> bool:
+        return bool(self.null_means)
+
+    def describe(self) -> str:
+        """The type, as the docs' table and the error messages say it."""
+        if self.type == "list" and self.items is not None:
+            text = f"list of {self.items.name}s"
+        elif self.type == "mapping" and self.items is not None:
+            text = f"mapping of {self.items.name} to settings"
+        else:
+            text = self.type
+        if self.exclusive_minimum is not None:
+            text += f" > {self.exclusive_minimum:g}"
+        return text + (" or null" if self.nullable else "")
+
+    def fix(self) -> str:
+        return f"write it like {self.example}" + (
+            f", or null for {self.null_means}" if self.nullable else ""
+        )
+
+
+#: The sections of the config file and their fields.
+SECTIONS: Mapping[str, Mapping[str, Field]] = {
+    "plugins": {
+        "enable": Field("list", (), "none", items=PLUGIN_ID, example="[shell, web]"),
+        "disable": Field("list", (), "none", items=PLUGIN_ID, example="[jsonlog]"),
+        "settings": Field("mapping", {}, "none", items=PLUGIN_ID, example="{web: {timeout: 10}}"),
+    },
+    "permissions": {
+        "grant": Field(
+            "list", tuple(sorted(DEFAULT_GRANTS)), items=PERMISSION_ITEM, example="[fs.read, shell]"
+        ),
+    },
+    "llm": {
+        "provider": Field("string", None, "openai", example="openai"),
+        "model": Field("string", None, "the provider's default", example="gpt-4o-mini"),
+        "base_url": Field(
+            "string", None, "the provider's own endpoint", example="http://localhost:11434/v1"
+        ),
+    },
     "limits": {
-        "max_cycles",
-        "max_tokens",
-        "max_cost",
-        "hook_timeout",
-        "command_timeout",
-        "max_failures",
+        "max_cycles": Field("integer", 25, "no limit", 0, example="25"),
+        "max_tokens": Field("integer", None, "no limit", 0, example="100000"),
+        "max_cost": Field("number", None, "no limit", 0, example="0.5"),
+        "hook_timeout": Field("number", 30.0, "no limit", 0, example="30"),
+        "command_timeout": Field("number", 120.0, "no limit", 0, example="120"),
+        # A person answers confirmations and questions: by default there is no deadline.
+        "confirm_timeout": Field("number", None, "no limit", 0, example="300"),
+        "max_failures": Field("integer", 3, "", 0, example="3"),
     },
 }
+#: The fields that stand on their own at the top level.
+TOP_LEVEL_FIELDS: Mapping[str, Field] = {
+    "data_dir": Field("path", None, "the user data directory", example="~/agents"),
+}
+
+_LIMITS = SECTIONS["limits"]
 
 
 @attrs.frozen
 class Limits:
-    """Budgets and deadlines; ``None`` means no limit."""
+    """Budgets and deadlines; ``None`` means no limit. Defaults: the schema's."""
 
-    max_cycles: int | None = 25
-    max_tokens: int | None = None
-    max_cost: float | None = None
-    hook_timeout: float | None = 30.0
-    command_timeout: float | None = 120.0
-    # A person answers confirmations and questions: by default there is no deadline.
-    confirm_timeout: float | None = None
-    max_failures: int = 3
+    max_cycles: int | None = _LIMITS["max_cycles"].default
+    max_tokens: int | None = _LIMITS["max_tokens"].default
+    max_cost: float | None = _LIMITS["max_cost"].default
+    hook_timeout: float | None = _LIMITS["hook_timeout"].default
+    command_timeout: float | None = _LIMITS["command_timeout"].default
+    confirm_timeout: float | None = _LIMITS["confirm_timeout"].default
+    max_failures: int = _LIMITS["max_failures"].default
 
 
 @attrs.frozen
@@ -132,8 +214,15 @@ def read_raw(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: cannot read the config file ({exc}); check its permissions"
         ) from None
+    if len(text) > _MAX_CONFIG_CHARS:
+        raise ConfigError(
+            f"{path}: the config file is larger than {_MAX_CONFIG_CHARS // 1024} KiB; a "
+            "config needs a few KiB: remove what is not configuration"
+        )
     try:
-        data = yaml.safe_load(text)
+        data = strict_yaml.load(text, max_depth=_MAX_CONFIG_DEPTH)
+    except strict_yaml.Refused as exc:
+        raise ConfigError(f"{path}: {exc.problem}; {exc.fix}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -167,94 +256,157 @@ def load_config(
 
 
 def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> Config:
-    def fail(field: str, problem: str, fix: str) -> ConfigError:
-        return ConfigError(f"{path}: {field}: {problem} (fix: {fix})")
-
-    for key in raw:
-        if key not in _TOP_LEVEL:
-            raise fail(str(key), "unknown section", f"use one of {', '.join(sorted(_TOP_LEVEL))}")
-    sections: dict[str, dict[str, Any]] = {}
-    for name, allowed in _SECTIONS.items():
-        section = raw.get(name) or {}
-        if not isinstance(section, dict):
-            raise fail(
-                name,
-                f"expected a mapping, got {type(section).__name__}",
-                "indent its fields under it",
-            )
-        for key in section:
-            if key not in allowed:
-                raise fail(
-                    f"{name}.{key}", "unknown field", f"use one of {', '.join(sorted(allowed))}"
-                )
-        sections[name] = section
-
-    def id_list(section: str, key: str) -> frozenset[str]:
-        value = sections[section].get(key) or []
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise fail(
-                f"{section}.{key}", "expected a list of plugin ids", "write it like [shell, web]"
-            )
-        return frozenset(value)
-
-    settings = sections["plugins"].get("settings") or {}
-    if not isinstance(settings, dict) or not all(isinstance(v, dict) for v in settings.values()):
-        raise fail(
-            "plugins.settings", "expected a mapping of plugin id to settings", "see the docs"
+    """Validate ``raw`` against the schema; raise ``ConfigError`` listing every problem."""
+    values = _validate(raw)
+    if isinstance(values, list):
+        raise ConfigError(
+            "\n".join(f"{path}: {field}: {problem} (fix: {fix})" for field, problem, fix in values)
         )
-    grants = sections["permissions"].get("grant", sorted(DEFAULT_GRANTS))
-    if not isinstance(grants, list) or not all(isinstance(v, str) for v in grants):
-        raise fail(
-            "permissions.grant", "expected a list of permissions", "write it like [fs.read, shell]"
-        )
-    for grant in grants:
-        if not PERMISSION.fullmatch(grant):
-            raise fail(
-                "permissions.grant",
-                f"{grant!r} is not a permission",
-                f"use {PERMISSION_NAMES}",
-            )
-
-    limits_raw = sections["limits"]
-    limit_kwargs: dict[str, Any] = {}
-    for key, value in limits_raw.items():
-        if key == "max_failures":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        else:
-            ok = value is None or (
-                isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-            )
-        if not ok:
-            raise fail(
-                f"limits.{key}", f"{value!r} is not a positive number", "use a number > 0 or null"
-            )
-        limit_kwargs[key] = value
-
-    llm = sections["llm"]
-    for key in ("provider", "model", "base_url"):
-        if llm.get(key) is not None and not isinstance(llm[key], str):
-            raise fail(f"llm.{key}", "expected a string", "quote the value")
-    data_dir_raw = raw.get("data_dir")
-    if data_dir_raw is not None and not isinstance(data_dir_raw, str):
-        raise fail("data_dir", "expected a path", "quote the value")
-    data_dir = (
-        Path(data_dir_raw).expanduser()
-        if data_dir_raw and not os.environ.get("AUTOGPT_DATA_DIR")
-        else default_data_dir()
-    )
+    data_dir = values["data_dir"]
     return Config(
         path=path,
         exists=exists,
-        enable=id_list("plugins", "enable"),
-        disable=id_list("plugins", "disable"),
-        plugin_settings={str(k): dict(v) for k, v in settings.items()},
-        grants=frozenset(grants),
-        llm_provider=llm.get("provider"),
-        llm_model=llm.get("model"),
-        llm_base_url=llm.get("base_url"),
-        limits=Limits(**limit_kwargs),
-        data_dir=data_dir,
+        enable=frozenset(values["plugins.enable"] or ()),
+        disable=frozenset(values["plugins.disable"] or ()),
+        plugin_settings={k: dict(v) for k, v in (values["plugins.settings"] or {}).items()},
+        grants=frozenset(values["permissions.grant"]),
+        llm_provider=values["llm.provider"],
+        llm_model=values["llm.model"],
+        llm_base_url=values["llm.base_url"],
+        limits=Limits(**{key: values[f"limits.{key}"] for key in _LIMITS}),
+        data_dir=(
+            Path(data_dir).expanduser()
+            if data_dir and not os.environ.get("AUTOGPT_DATA_DIR")
+            else default_data_dir()
+        ),
     )
+
+
+#: A problem: the dotted field, what is wrong with it, and the fix.
+_Problem = tuple[str, str, str]
+
+
+def _validate(raw: Mapping[str, Any]) -> dict[str, Any] | list[_Problem]:
+    """Every field's value by dotted name (defaults filled in), or every problem found."""
+    if not isinstance(raw, Mapping):
+        return [
+            (
+                "(top level)",
+                f"expected a mapping of sections, got {_shown(raw)}",
+                "start from the example in docs/configuration.md",
+            )
+        ]
+    known = [*SECTIONS, *TOP_LEVEL_FIELDS]
+    problems: list[_Problem] = [
+        (str(key), "unknown section", f"use one of {', '.join(sorted(known))}")
+        for key in raw
+        if key not in known
+    ]
+    values: dict[str, Any] = {}
+    fields: list[tuple[str, Field, Mapping[Any, Any]]] = [
+        (name, field, raw) for name, field in TOP_LEVEL_FIELDS.items()
+    ]
+    for section, section_fields in SECTIONS.items():
+        given = raw.get(section)
+        if given is None:
+            given = {}
+        elif not isinstance(given, Mapping):
+            problems.append(
+                (section, f"expected a mapping, got {_shown(given)}", "indent its fields under it")
+            )
+            given = {}
+        problems.extend(
+            (f"{section}.{key}", "unknown field", f"use one of {', '.join(sorted(section_fields))}")
+            for key in given
+            if key not in section_fields
+        )
+        fields.extend((f"{section}.{key}", field, given) for key, field in section_fields.items())
+    for name, field, holder in fields:
+        key = name.rpartition(".")[2]
+        if key in holder:
+            problems.extend(_check(name, field, holder[key]))
+            values[name] = holder[key]
+        else:
+            values[name] = field.default
+    return problems or values
+
+
+def _check(name: str, field: Field, value: Any) -> list[_Problem]:
+    """The problems with one field's value."""
+    expected = f"expected {_article(field.describe())}, got {_shown(value)}"
+    if value is None:
+        return [] if field.nullable else [(name, expected, field.fix())]
+    if field.type in ("integer", "number"):
+        number = isinstance(value, int if field.type == "integer" else int | float)
+        if isinstance(value, bool) or not number:
+            return [(name, expected, field.fix())]
+        low = field.exclusive_minimum
+        # ``not >``: NaN is no number > 0.
+        return [] if low is None or value > low else [(name, expected, field.fix())]
+    if field.type in ("string", "path"):
+        if not isinstance(value, str):
+            return [(name, expected, "quote the value")]
+        if field.type == "path" and value.startswith("~"):
+            try:
+                Path(value).expanduser()
+            except RuntimeError:
+                user = value[1:].partition("/")[0]
+                return [
+                    (
+                        name,
+                        f"{_shown(value)} starts in the home of {user!r}, who is no user here",
+                        "write the path out in full",
+                    )
+                ]
+        return []
+    items = field.items
+    assert items is not None
+    if field.type == "list":
+        if not isinstance(value, list):
+            return [(name, expected, field.fix())]
+        return [
+            (f"{name}[{i}]", f"{_shown(item)} is not {_article(items.name)}", items.fix)
+            for i, item in enumerate(value)
+            if not (isinstance(item, str) and items.pattern.fullmatch(item))
+        ]
+    if not isinstance(value, Mapping):
+        return [(name, expected, field.fix())]
+    problems: list[_Problem] = []
+    for key, settings in value.items():
+        if not (isinstance(key, str) and items.pattern.fullmatch(key)):
+            problems.append(
+                (name, f"the key {_shown(key)} is not {_article(items.name)}", items.fix)
+            )
+        elif not isinstance(settings, Mapping):
+            problems.append(
+                (
+                    f"{name}.{key}",
+                    f"expected a mapping of settings, got {_shown(settings)}",
+                    "indent the plugin's settings under its id, like web: {timeout: 10}",
+                )
+            )
+    return problems
+
+
+def _article(text: str) -> str:
+    return ("an " if text[0] in "aeiou" else "a ") + text
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: scalars as YAML writes them, containers by kind."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:40]) + "..."
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return _article(type(value).__name__)
 
 
 def write_raw(path: Path, raw: Mapping[str, Any]) -> None:

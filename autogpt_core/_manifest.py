@@ -4,13 +4,21 @@ A manifest is read and validated without importing the plugin. Validation report
 problem at once, each with the file, the dotted field path, what is wrong and the fix.
 The machine-readable schema is ``hookspecs/manifest.schema.json``; the semantic checks
 that JSON Schema cannot express (PEP 440 specifiers, PEP 508 requirements, command
-permissions within the plugin's permissions, unique command names) live here.
+permissions within the plugin's permissions, unique command names, command parameter
+schemas whose references resolve) live here.
+
+Manifests are read on every command, so reading one is bounded whatever the file holds:
+at most ``MAX_MANIFEST_BYTES``, at most ``MAX_MANIFEST_DEPTH`` levels of nesting, and no
+YAML anchors or aliases (``&name``/``*name``), which is how a 600-byte file expands into
+gigabytes ("billion laughs") or into a structure that contains itself.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -22,9 +30,15 @@ import yaml
 from ._errors import ManifestError, ManifestIssue
 from ._permissions import PERMISSION_NAMES, PERMISSION_PATTERN
 from ._redact import is_secret_name
+from ._yaml import Refused, StrictLoader
 
 MANIFEST_FILENAME = "autogpt-plugin.yaml"
 MANIFEST_VERSION = 1
+#: The largest manifest read, in bytes: real ones are a few KiB.
+MAX_MANIFEST_BYTES = 256 * 1024
+#: The deepest nesting of lists and mappings in a manifest: a command's parameters
+#: schema starts at level 5, which leaves room for about a dozen nested objects.
+MAX_MANIFEST_DEPTH = 32
 
 
 @attrs.frozen
@@ -115,7 +129,10 @@ def manifest_schema() -> dict[str, Any]:
 def load_manifest(path: Path) -> Manifest:
     """Read and validate the manifest at ``path``; raise ``ManifestError`` listing all problems."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            # Never more than the limit (plus one byte to notice it is exceeded) in memory.
+            raw = file.read(MAX_MANIFEST_BYTES + 1)
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise ManifestError(
             [
@@ -131,13 +148,33 @@ def load_manifest(path: Path) -> Manifest:
         raise ManifestError(
             [ManifestIssue(str(path), "", f"cannot read the file: {exc}", "save it as UTF-8 text")]
         ) from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError([_too_large(str(path))])
     return parse_manifest(text, source=str(path))
+
+
+def _too_large(source: str) -> ManifestIssue:
+    return ManifestIssue(
+        source,
+        "",
+        f"the file is larger than {MAX_MANIFEST_BYTES // 1024} KiB, the limit for a manifest",
+        "keep only the manifest's fields in it (a few KiB); data belongs in the package",
+    )
 
 
 def parse_manifest(text: str, *, source: str = "<manifest>") -> Manifest:
     """Parse YAML ``text`` into a validated ``Manifest``; ``source`` names it in errors."""
+    # Characters are never more than bytes: the cheap test first, then the exact one.
+    if len(text) > MAX_MANIFEST_BYTES or len(text.encode("utf-8", "replace")) > MAX_MANIFEST_BYTES:
+        raise ManifestError([_too_large(source)])
     try:
-        data = yaml.safe_load(text)
+        loader = StrictLoader(text, max_depth=MAX_MANIFEST_DEPTH)  # checks the characters
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except Refused as exc:
+        raise ManifestError([ManifestIssue(source, "", exc.problem, exc.fix)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -151,10 +188,6 @@ def parse_manifest(text: str, *, source: str = "<manifest>") -> Manifest:
                     "fix the YAML syntax; check indentation and quoting",
                 )
             ]
-        ) from None
-    except RecursionError:
-        raise ManifestError(
-            [ManifestIssue(source, "", "the YAML nests too deeply", "flatten the document")]
         ) from None
     return validate_manifest(data, source=source)
 
@@ -173,9 +206,23 @@ def validate_manifest(data: object, *, source: str = "<manifest>") -> Manifest:
                 )
             ]
         )
+    # Non-string keys cannot be expressed in JSON Schema; report them before jsonschema sees
+    # them (it would compare them with string patterns and fail in unhelpful ways), alone.
+    issues = [
+        ManifestIssue(
+            source,
+            _dotted(path) or "(top level)",
+            f"the key {key!r} is a {_json_type(key)}, not a string",
+            "quote the key so it is a string",
+        )
+        for path, key in _non_string_keys(data, ())
+    ]
+    if issues:
+        raise ManifestError(issues)
     issues = _schema_issues(data, source)
-    if not issues:
-        issues = _semantic_issues(data, source)
+    # The semantic checks run on schema-invalid data too, so that one error lists every
+    # problem; they skip whatever the schema check reports.
+    issues.extend(_semantic_issues(data, source))
     if issues:
         raise ManifestError(issues)
     return _build(data, source)
@@ -184,20 +231,7 @@ def validate_manifest(data: object, *, source: str = "<manifest>") -> Manifest:
 # --- schema validation -----------------------------------------------------------------
 
 
-def _schema_issues(data: dict[Any, Any], source: str) -> list[ManifestIssue]:
-    # Non-string keys cannot be expressed in JSON Schema; report them before jsonschema sees
-    # them (it would compare them with string patterns and fail in unhelpful ways).
-    bad_keys = list(_non_string_keys(data, ()))
-    if bad_keys:
-        return [
-            ManifestIssue(
-                source,
-                _dotted(path) or "(top level)",
-                f"the key {key!r} is a {_json_type(key)}, not a string",
-                "quote the key so it is a string",
-            )
-            for path, key in bad_keys
-        ]
+def _schema_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(manifest_schema())
@@ -365,13 +399,27 @@ def _short(value: object) -> str:
 # --- semantic checks -------------------------------------------------------------------
 
 
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: object) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+_PERMISSION = re.compile(f"^{PERMISSION_PATTERN}$")
+_ENV_NAME = re.compile("^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
+    """The checks JSON Schema cannot express. ``data`` may fail the schema: every value is
+    type-checked before use, and a value of the wrong type is left to the schema's issue."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     issues: list[ManifestIssue] = []
     spec = data.get("requires_core", "")
-    if spec:
+    if isinstance(spec, str) and spec:
         try:
             SpecifierSet(spec)
         except InvalidSpecifier:
@@ -383,7 +431,9 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                     "write it like '>=0.1,<1'",
                 )
             )
-    for i, req in enumerate(data.get("requirements", [])):
+    for i, req in enumerate(_list(data.get("requirements"))):
+        if not isinstance(req, str) or not req:
+            continue
         try:
             Requirement(req)
         except InvalidRequirement as exc:
@@ -395,21 +445,25 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                     "write it like 'httpx>=0.27'",
                 )
             )
-    plugin_id = data["id"]
+    plugin_id = data.get("id")
     for field in ("requires", "load_after", "load_before"):
-        for i, other in enumerate(data.get(field, [])):
-            if other == plugin_id:
+        for i, other in enumerate(_list(data.get(field))):
+            if isinstance(plugin_id, str) and other == plugin_id:
                 issues.append(
                     ManifestIssue(
                         source, f"{field}[{i}]", "a plugin cannot name itself", "remove this entry"
                     )
                 )
-    declared = set(data.get("permissions", []))
+    declared = {p for p in _list(data.get("permissions")) if isinstance(p, str)}
     seen: dict[str, str] = {}
-    for i, command in enumerate(data.get("capabilities", {}).get("commands", [])):
+    commands = _list(_mapping(data.get("capabilities")).get("commands"))
+    for i, command in enumerate(commands):
+        if not isinstance(command, dict):
+            continue
         where = f"capabilities.commands[{i}]"
-        for j, perm in enumerate(command.get("permissions", [])):
-            if perm not in declared:
+        for j, perm in enumerate(_list(command.get("permissions"))):
+            # A malformed permission is the schema's issue; "add it" would be bad advice.
+            if isinstance(perm, str) and _PERMISSION.match(perm) and perm not in declared:
                 issues.append(
                     ManifestIssue(
                         source,
@@ -418,7 +472,9 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                         f"add {perm!r} to 'permissions', or remove it from the command",
                     )
                 )
-        for k, name in enumerate([command["name"], *command.get("aliases", [])]):
+        for k, name in enumerate([command.get("name"), *_list(command.get("aliases"))]):
+            if not isinstance(name, str):
+                continue
             field = f"{where}.name" if k == 0 else f"{where}.aliases[{k - 1}]"
             if name in seen:
                 issues.append(
@@ -431,12 +487,15 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                 )
             else:
                 seen[name] = where
-        issues.extend(_parameter_issues(command.get("parameters"), f"{where}.parameters", source))
-    settings = data.get("config", {}).get("settings", {})
+        issues.extend(parameter_issues(command.get("parameters"), f"{where}.parameters", source))
+    settings = _mapping(_mapping(data.get("config")).get("settings"))
     for name, setting in settings.items():
+        if not isinstance(setting, dict):
+            continue
+        where = f"config.settings.{name}"
         env = setting.get("env")
-        if env and (setting.get("secret") or is_secret_name(env)):
-            where = f"config.settings.{name}"
+        secret = setting.get("secret") is True
+        if isinstance(env, str) and _ENV_NAME.match(env) and (secret or is_secret_name(env)):
             if f"secrets:{env}" not in declared:
                 issues.append(
                     ManifestIssue(
@@ -446,7 +505,7 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                         f"add 'secrets:{env}' to 'permissions'",
                     )
                 )
-            if not setting.get("secret"):
+            if not secret:
                 issues.append(
                     ManifestIssue(
                         source,
@@ -455,50 +514,285 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                         "add 'secret: true' so that its value is never shown",
                     )
                 )
-        if "default" in setting and setting["default"] is not None:
-            want = setting["type"]
-            if not matches_type(setting["default"], want):
-                issues.append(
-                    ManifestIssue(
-                        source,
-                        f"config.settings.{name}.default",
-                        f"the default {_short(setting['default'])} is not {TYPE_NAMES[want]}",
-                        f"make the default {TYPE_NAMES[want]}, or change 'type'",
-                    )
+        want = setting.get("type")
+        default = setting.get("default")
+        if default is not None and want in _SETTING_TYPES and not matches_type(default, want):
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"{where}.default",
+                    f"the default {_short(default)} is not {TYPE_NAMES[want]}",
+                    f"make the default {TYPE_NAMES[want]}, or change 'type'",
                 )
+            )
     return issues
 
 
-def _parameter_issues(params: object, field: str, source: str) -> list[ManifestIssue]:
-    if params is None:
-        return []
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
+_SETTING_TYPES = ("string", "integer", "number", "boolean", "array", "object")
 
-    assert isinstance(params, dict)  # guaranteed by the manifest schema
+
+# --- command parameter schemas ---------------------------------------------------------
+
+# The keywords of JSON Schema 2020-12 whose values are schemas: one schema, a list of
+# them, or a mapping of names to them. ``definitions`` is not a 2020-12 keyword, but
+# references into it resolve like ``$defs`` (``referencing`` treats it the same way).
+_IN_VALUE = (
+    "additionalProperties",
+    "contains",
+    "contentSchema",
+    "else",
+    "if",
+    "items",
+    "not",
+    "propertyNames",
+    "then",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+_IN_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+_IN_MAPPING = ("$defs", "definitions", "dependentSchemas", "patternProperties", "properties")
+
+_JSON_SCHEMA_DOCS = "see https://json-schema.org/understanding-json-schema/"
+
+
+def parameter_issues(params: object, field: str, source: str) -> list[ManifestIssue]:
+    """Every problem of a command's ``parameters`` schema at ``field``: it is not of type
+    ``object``, not a valid JSON Schema 2020-12 (every ``pattern`` included: it must compile
+    with Python's ``re``, which validates arguments), or a ``$ref`` does not resolve.
+
+    Remote references are never fetched (argument validation runs on the event loop), so a
+    reference must point inside the schema, or at a JSON Schema meta-schema.
+    """
+    if not isinstance(params, dict):
+        return []  # the manifest schema reports it
     if params.get("type", "object") != "object":
         return [
             ManifestIssue(
                 source,
                 f"{field}.type",
                 "command parameters must be a JSON Schema of type 'object', "
-                f"got {params.get('type')!r}",
+                f"got {_short(params.get('type'))}",
                 "use 'type: object' with 'properties'",
             )
         ]
-    try:
-        Draft202012Validator.check_schema(params)
-    except SchemaError as exc:
-        where = _dotted([*exc.absolute_path]) if exc.absolute_path else ""
-        return [
-            ManifestIssue(
+    issues = list(_meta_schema_issues(params, field, source))
+    if issues:
+        return issues  # references are only looked up in a schema of the right shape
+    return list(_reference_issues(params, field, source))
+
+
+def _compiles(pattern: object) -> bool:
+    if isinstance(pattern, str):
+        # re warns of patterns whose meaning a later Python changes ('[[' may become a
+        # nested set): refused like the ones it cannot compile, with the warning's text.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            re.compile(pattern)
+    return True
+
+
+@cache
+def _meta_validator() -> Any:
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    # What ``check_schema`` does, except that a pattern that ``re`` cannot compile for
+    # another reason than re.error (a repeat count past 2**32, thousands of nested groups)
+    # is an issue too, not an OverflowError or RecursionError traceback.
+    checker = FormatChecker(formats=())
+    checker.checks("regex", raises=(re.error, OverflowError, RecursionError, FutureWarning))(
+        _compiles
+    )
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=checker)
+
+
+def _meta_schema_issues(params: dict[Any, Any], field: str, source: str) -> Iterator[ManifestIssue]:
+    from jsonschema.exceptions import best_match
+
+    errors = sorted(_meta_validator().iter_errors(params), key=lambda e: list(map(str, e.path)))
+    for error in errors:
+        where = _dotted([field, *error.absolute_path])
+        if error.validator == "format" and error.validator_value == "regex":
+            yield ManifestIssue(
                 source,
-                f"{field}.{where}" if where else field,
-                f"not a valid JSON Schema: {exc.message}",
-                "see https://json-schema.org/understanding-json-schema/",
+                where,
+                f"the pattern {_short(error.instance)} does not compile ({error.cause})",
+                "write a regular expression that Python's re module accepts",
             )
-        ]
-    return []
+            continue
+        # For anyOf/oneOf the useful message is that of the closest alternative.
+        detail = best_match(error.context) if error.context else error
+        message = detail.message if detail is not None else error.message
+        fix = _JSON_SCHEMA_DOCS
+        if error.absolute_path and error.absolute_path[-1] == "type":
+            fix = "use one of the types string, number, integer, boolean, array, object, null"
+        yield ManifestIssue(source, where, f"not a valid JSON Schema: {message}", fix)
+
+
+#: Keywords whose schemas apply to the same value as the schema holding them.
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+
+#: A schema applied to the same value as another one: the target, and for a reference its
+#: path and text (``None`` for an in-place keyword such as ``allOf``).
+_Edge = tuple[object, tuple[object, ...] | None, str | None]
+
+
+def _reference_issues(params: dict[Any, Any], field: str, source: str) -> Iterator[ManifestIssue]:
+    """Look up every ``$ref``/``$dynamicRef`` the way jsonschema will when it validates,
+    then look for references that loop back without descending into the value."""
+    from referencing.exceptions import InvalidAnchor, NoSuchAnchor, PointerToNowhere, Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    fix = "point it inside this schema, e.g. '#/$defs/NAME' with the schema under '$defs'"
+    # Every schema of the document by id(), with the schemas applied to the same value.
+    applied: dict[int, list[_Edge]] = {}
+    dynamic_anchors: dict[str, list[object]] = {}
+    dynamic_refs: list[tuple[list[_Edge], str, tuple[object, ...]]] = []
+    targets: list[_Edge] = []
+    root = DRAFT202012.create_resource(params)
+    stack: list[tuple[object, tuple[object, ...], Any]] = [
+        (params, (), schema_registry().resolver_with_root(root))
+    ]
+    while stack:
+        schema, path, resolver = stack.pop()
+        if not isinstance(schema, dict):
+            continue
+        if path:  # a nested "$id" changes the base that references are relative to
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(schema))
+        edges = applied.setdefault(id(schema), [])
+        if isinstance(schema.get("$dynamicAnchor"), str):
+            dynamic_anchors.setdefault(schema["$dynamicAnchor"], []).append(schema)
+        for keyword in ("$ref", "$dynamicRef"):
+            ref = schema.get(keyword)
+            if not isinstance(ref, str):
+                continue
+            why = ""
+            try:
+                target = resolver.lookup(ref).contents
+            except (PointerToNowhere, TypeError):  # TypeError: a pointer into true/false
+                why = "nothing is at that location in the schema"
+            except NoSuchAnchor:
+                why = "no '$anchor' in the schema has that name"
+            except InvalidAnchor:
+                why = "what follows '#' is neither a JSON pointer ('#/...') nor an anchor name"
+            except Unresolvable:
+                why = "it names another document, and other documents are never fetched"
+            except ValueError as exc:  # a malformed URI, a list index that is no number
+                why = f"it is malformed ({exc})"
+            else:
+                if not isinstance(target, dict | bool):
+                    why = f"it points at {_short(target)}, which is not a schema"
+            ref_path = (*path, keyword)
+            if why:
+                yield ManifestIssue(
+                    source,
+                    _dotted([field, *ref_path]),
+                    f"the reference {ref!r} does not resolve: {why}",
+                    fix,
+                )
+                continue
+            edges.append((target, ref_path, ref))
+            targets.append((target, ref_path, ref))
+            if keyword == "$dynamicRef":
+                dynamic_refs.append((edges, ref, ref_path))
+        children: list[tuple[object, tuple[object, ...]]] = []
+        for key in _IN_VALUE:
+            if key in schema:
+                children.append((schema[key], (*path, key)))
+        for key in _IN_LIST:
+            children.extend((sub, (*path, key, i)) for i, sub in enumerate(_list(schema.get(key))))
+        for key in _IN_MAPPING:
+            children.extend(
+                (sub, (*path, key, name)) for name, sub in _mapping(schema.get(key)).items()
+            )
+        for sub, sub_path in children:
+            if sub_path[len(path)] in _IN_PLACE:
+                edges.append((sub, None, None))
+        stack.extend((sub, sub_path, resolver) for sub, sub_path in reversed(children))
+    # '#/properties' or '#/properties/x/const' is a mapping of the document, not a schema.
+    mappings = {id(node) for node in _containers(params) if isinstance(node, dict)}
+    for target, at, text in targets:
+        if id(target) in mappings and id(target) not in applied:
+            assert at is not None
+            yield ManifestIssue(
+                source,
+                _dotted([field, *at]),
+                f"the reference {text!r} does not resolve: it points at {_short(target)}, "
+                "which is not a schema but holds schemas or data",
+                fix,
+            )
+    # At run time a $dynamicRef may land on any schema with that $dynamicAnchor.
+    for edges, ref, ref_path in dynamic_refs:
+        for target in dynamic_anchors.get(ref.rpartition("#")[2], []):
+            edges.append((target, ref_path, ref))
+    yield from _reference_loops(applied, field, source)
+
+
+def _containers(node: object) -> Iterator[object]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            yield current
+            stack.extend(current.values())
+        elif isinstance(current, list):
+            yield current
+            stack.extend(current)
+
+
+def _reference_loops(
+    applied: dict[int, list[_Edge]], field: str, source: str
+) -> Iterator[ManifestIssue]:
+    """A loop of schemas applied to the same value (``{"$ref": "#"}``, two definitions that
+    refer to each other) makes jsonschema recurse until it crashes: report one reference of
+    each loop. A reference that descends first (under ``properties``, ``items``) is fine."""
+    done: set[int] = set()
+    reported: set[tuple[object, ...]] = set()
+    for start in applied:
+        if start in done:
+            continue
+        # Iterative depth-first search; ``trail`` holds the edge into each node on the path.
+        on_path = {start: 0}
+        trail: list[_Edge | None] = [None]
+        stack = [(start, iter(applied[start]))]
+        while stack:
+            node, edges = stack[-1]
+            for edge in edges:
+                target = id(edge[0])
+                if target not in applied or target in done:
+                    continue  # outside the document (a meta-schema), or known loop-free
+                if target in on_path:
+                    loop = [e for e in trail[on_path[target] + 1 :] if e is not None] + [edge]
+                    _, ref_path, ref = next(e for e in loop if e[1] is not None)
+                    assert ref_path is not None
+                    if ref_path not in reported:
+                        reported.add(ref_path)
+                        yield ManifestIssue(
+                            source,
+                            _dotted([field, *ref_path]),
+                            f"the reference {ref!r} leads back to a schema it is part of "
+                            "without descending into a property or an item, so validating "
+                            "would never end",
+                            "make the reference apply to a property or an item (under "
+                            "'properties' or 'items'), or remove it",
+                        )
+                    continue
+                on_path[target] = len(trail)
+                trail.append(edge)
+                stack.append((target, iter(applied[target])))
+                break
+            else:
+                stack.pop()
+                trail.pop()
+                del on_path[node]
+                done.add(node)
+
+
+def schema_registry() -> Any:
+    """The schemas a ``$ref`` may name besides its own document: the JSON Schema
+    meta-schemas, and nothing that would have to be fetched."""
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
+
+    return REGISTRY
 
 
 def matches_type(value: object, want: str) -> bool:

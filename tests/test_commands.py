@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import urllib.request
 from typing import Any
 
 import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
 
 from autogpt_core import (
     CommandArgumentsError,
     ConflictError,
+    ManifestError,
     RegistrationError,
     UnknownCommandError,
+    _commands,
 )
 from autogpt_core._commands import CommandRegistry
-from autogpt_core._manifest import CommandDecl, Manifest
+from autogpt_core._manifest import CommandDecl, Manifest, validate_manifest
 from hookspecs import CommandContext, CommandResult, blocking
+from tests.strategies import argument_dicts, parameter_schemas, valid_manifest_dict
 
 PARAMS = {
     "type": "object",
@@ -110,3 +118,123 @@ def test_tool_specs_are_sorted_and_mention_aliases() -> None:
     assert [t.name for t in tools] == ["echo", "zeta"]
     assert tools[0].description == "Echo. (aliases: say)"
     assert tools[0].parameters == PARAMS
+
+
+# --- argument validation is bounded ------------------------------------------------------
+
+CATASTROPHIC = {
+    "type": "object",
+    "properties": {"text": {"type": "string", "pattern": "^(a+)+$"}},
+    "required": ["text"],
+}
+#: Backtracks for hours against CATASTROPHIC's pattern.
+HOURS = {"text": "a" * 40 + "!"}
+
+
+def _command(parameters: dict[str, Any]) -> Any:
+    decl = CommandDecl(name="echo", description="Echo.", parameters=parameters)
+    registry = CommandRegistry()
+    registry.binder(Manifest(id="p", name="p", version="1", commands=(decl,)))(
+        "echo", lambda **kwargs: "ok"
+    )
+    return registry.get("echo")
+
+
+def _handlers() -> tuple[Any, Any, tuple[float, float]]:
+    return (
+        signal.getsignal(signal.SIGALRM),
+        signal.getsignal(signal.SIGINT),
+        signal.getitimer(signal.ITIMER_REAL),
+    )
+
+
+def test_a_catastrophic_pattern_is_abandoned_at_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Validation that backtracks for hours is abandoned after the deadline, naming why."""
+    monkeypatch.setattr(_commands, "VALIDATION_DEADLINE", 0.2)
+    command = _command(CATASTROPHIC)
+    before = _handlers()
+    with pytest.raises(CommandArgumentsError) as info:
+        command.validate(HOURS)
+    assert str(info.value).startswith(
+        "argument validation for command 'echo' did not finish in 0.2 s: its schema's pattern "
+        "may be catastrophic. The command was not run"
+    )
+    assert "plugin 'p' must simplify the pattern" in str(info.value)
+    assert _handlers() == before  # the signal handlers and the timer are put back
+    command.validate({"text": "aaaa"})  # and ordinary calls still validate
+
+
+async def test_ctrl_c_stops_a_hung_validation_and_reaches_the_listener(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C during a hung validation stops it at once and still reaches trio's listener.
+
+    'autogpt run' listens for Ctrl-C with trio.open_signal_receiver, whose task cannot run
+    while validation holds the loop: before, the Ctrl-C had no effect.
+    """
+    monkeypatch.setattr(_commands, "VALIDATION_DEADLINE", 60)
+    command = _command(CATASTROPHIC)
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        # From another process: a thread of this one cannot run while re holds the GIL.
+        killer = await trio.lowlevel.open_process(
+            ["sh", "-c", f"sleep 0.5; kill -INT {os.getpid()}"]
+        )
+        with pytest.raises(CommandArgumentsError) as info:
+            command.validate(HOURS)
+        assert str(info.value) == (
+            "argument validation for command 'echo' was interrupted (Ctrl-C); the command was "
+            "not run"
+        )
+        assert await signals.__anext__() == signal.SIGINT
+        await killer.wait()
+
+
+def test_a_broken_schema_is_an_argument_error_not_a_crash() -> None:
+    """A $ref that does not resolve (a stale cache, a hand-made decl) fails the call only."""
+    command = _command({"type": "object", "properties": {"x": {"$ref": "#/$defs/gone"}}})
+    with pytest.raises(CommandArgumentsError) as info:
+        command.validate({"x": 1})
+    message = str(info.value)
+    assert message.startswith("command 'echo' cannot check its arguments: its parameters schema")
+    assert "#/$defs/gone" in message
+    assert "'autogpt plugins check' names the problem" in message
+
+
+def test_remote_references_are_never_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation never opens a URL (it runs on the event loop); the call fails instead."""
+    opened: list[object] = []
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *a, **k: opened.append(a))
+    command = _command({"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/s"}}})
+    with pytest.raises(CommandArgumentsError, match="cannot check its arguments"):
+        command.validate({"x": 1})
+    assert opened == []
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parameter_schemas(), argument_dicts)
+def test_schemas_the_manifest_accepts_always_validate_cleanly(
+    schema: dict[str, Any], arguments: dict[str, Any]
+) -> None:
+    """A parameters schema is refused by the manifest check, or arguments validate against
+    it without error: never a schema jsonschema cannot apply at run time."""
+    data = valid_manifest_dict()
+    data["capabilities"]["commands"][0]["parameters"] = schema
+    issues: tuple[Any, ...] = ()
+    try:
+        manifest = validate_manifest(data, source="m.yaml")
+    except ManifestError as exc:
+        issues = exc.issues
+    if issues:
+        prefix = "capabilities.commands[0].parameters"
+        assert all(issue.field.startswith(prefix) and issue.fix for issue in issues)
+        return
+    registry = CommandRegistry()
+    registry.binder(manifest)("fetch", lambda **kwargs: "ok")
+    message = ""
+    try:
+        registry.get("fetch").validate(arguments)
+    except CommandArgumentsError as exc:
+        message = str(exc)
+    assert message == "" or "got invalid arguments" in message

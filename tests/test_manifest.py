@@ -11,8 +11,22 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from autogpt_core import ManifestError
-from autogpt_core._manifest import Manifest, load_manifest, parse_manifest, validate_manifest
-from tests.strategies import json_values, manifest_dicts, valid_manifests, yaml_documents
+from autogpt_core._manifest import (
+    MAX_MANIFEST_BYTES,
+    MAX_MANIFEST_DEPTH,
+    Manifest,
+    load_manifest,
+    parse_manifest,
+    validate_manifest,
+)
+from tests.strategies import (
+    hostile_yaml,
+    json_values,
+    manifest_dicts,
+    valid_manifest_dict,
+    valid_manifests,
+    yaml_documents,
+)
 
 VALID = """
 manifest_version: 1
@@ -211,3 +225,242 @@ def test_arbitrary_values_for_top_level(value: Any) -> None:
     """Any JSON value as the whole document gives a Manifest or a ManifestError."""
     with pytest.raises(ManifestError):
         validate_manifest(value, source="v.yaml")
+
+
+# --- reading is bounded: no aliases, a size limit, a depth limit ------------------------
+
+LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LAUGHS,
+        "&loop [*loop]\n",
+        "a: &m {x: *m}\n",
+        "manifest_version: 1\nid: &id notes\nname: *id\nversion: '1'\n",
+        "base: &b {x: 1}\nother: {<<: *b}\n",
+        "x: *undefined\n",
+    ],
+    ids=["billion-laughs", "recursive-list", "recursive-map", "scalar", "merge-key", "unknown"],
+)
+def test_anchors_and_aliases_are_refused(text: str) -> None:
+    """Any YAML anchor or alias is refused before it expands, naming its line and the fix."""
+    assert len(text) < 700  # the billion-laughs file is the 600-byte one that hung the CLI
+    [(field, problem)] = _issues(text)
+    assert field == ""
+    assert problem.startswith("line ")
+    assert "anchor or alias" in problem
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_yaml)
+def test_fuzzed_aliases_and_deep_nesting_are_refused(text: str) -> None:
+    """Generated documents with anchors, (recursive) aliases or deep nesting are refused.
+
+    They are small by construction and refused at their first anchor or 33rd level, so
+    each example takes milliseconds; before, recursive aliases took seconds or forever.
+    """
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(text, source="fuzz.yaml")
+    [issue] = info.value.issues
+    assert issue.file == "fuzz.yaml"
+    assert "anchor or alias" in issue.problem or "levels deep" in issue.problem
+    assert issue.fix
+
+
+def test_nesting_deeper_than_the_limit_is_refused() -> None:
+    """MAX_MANIFEST_DEPTH levels of lists and mappings parse; one more is refused."""
+    at_limit = "x: " + "[" * (MAX_MANIFEST_DEPTH - 1) + "]" * (MAX_MANIFEST_DEPTH - 1) + "\n"
+    fields = {f for f, _ in _issues(at_limit)}
+    assert "x" in fields  # parsed: only the schema complains
+    (field, problem), *_ = _issues(at_limit.replace("[", "[[", 1).replace("]", "]]", 1))
+    assert problem == (
+        f"line 1, column {MAX_MANIFEST_DEPTH + 3}: the YAML nests lists and mappings more "
+        f"than {MAX_MANIFEST_DEPTH} levels deep"
+    )
+
+
+def test_a_manifest_larger_than_the_limit_is_refused(tmp_path: Any) -> None:
+    """A file or text over MAX_MANIFEST_BYTES is refused unread, naming the file and limit."""
+    text = VALID + "# " + "x" * MAX_MANIFEST_BYTES + "\n"
+    path = tmp_path / "autogpt-plugin.yaml"
+    path.write_text(text, encoding="utf-8")
+    for error in (
+        pytest.raises(ManifestError, load_manifest, path),
+        pytest.raises(ManifestError, parse_manifest, text, source=str(path)),
+    ):
+        [issue] = error.value.issues
+        assert issue.file == str(path)
+        assert issue.problem == "the file is larger than 256 KiB, the limit for a manifest"
+        assert "a few KiB" in issue.fix
+    # Multi-byte characters count as the bytes they take in the file.
+    assert _issues("# " + "\u00e9" * (MAX_MANIFEST_BYTES // 2))[0][1].startswith("the file is")
+    path.write_text(VALID + "# " + "x" * (MAX_MANIFEST_BYTES - len(VALID) - 10), "utf-8")
+    assert load_manifest(path).id == "notes"
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("2001-13-01", "month must be in 1..12"), ("9" * 5000, "Exceeds the limit")],
+)
+def test_values_python_cannot_build_are_located_errors(value: str, reason: str) -> None:
+    """A date or integer YAML accepts but Python cannot build is an issue, not a traceback."""
+    [(field, problem)] = _issues(f"manifest_version: 1\nversion: {value}\n")
+    assert problem.startswith("line 2, column 10: the value ")
+    assert reason in problem
+
+
+# --- every problem at once ---------------------------------------------------------------
+
+
+def test_schema_and_semantic_problems_are_reported_together() -> None:
+    """An unknown field, wrong types and semantic problems all come in one error."""
+    data = valid_manifest_dict()
+    data["colour"] = "red"  # schema: unknown field
+    data["enabled_by_default"] = "yes"  # schema: wrong type
+    data["capabilities"]["commands"][0]["permissions"] = ["shell"]  # semantic
+    data["requires_core"] = "at least 1"  # semantic
+    data["load_after"] = ["sample"]  # semantic: names itself
+    data["capabilities"]["commands"][0]["parameters"]["properties"]["url"]["$ref"] = "#/nope"
+    with pytest.raises(ManifestError) as info:
+        validate_manifest(data, source="m.yaml")
+    assert {i.field for i in info.value.issues} == {
+        "colour",
+        "enabled_by_default",
+        "capabilities.commands[0].permissions[0]",
+        "requires_core",
+        "load_after[0]",
+        "capabilities.commands[0].parameters.properties.url.$ref",
+    }
+    assert all(i.file == "m.yaml" and i.problem and i.fix for i in info.value.issues)
+
+
+def test_semantic_checks_skip_what_the_schema_reports() -> None:
+    """Malformed values get the schema's issue only: no crash, no second, wrong advice."""
+    data = valid_manifest_dict()
+    data["permissions"] = 5
+    data["requirements"] = [7]
+    data["capabilities"]["commands"] = [{"name": 3, "permissions": ["root"], "parameters": []}]
+    data["config"]["settings"] = {"t": {"type": "text", "env": "A B", "default": 1}}
+    with pytest.raises(ManifestError) as info:
+        validate_manifest(data, source="m.yaml")
+    problems = [(i.field, i.problem) for i in info.value.issues]
+    assert not any("top-level 'permissions'" in p or "secret" in p for _, p in problems)
+    assert len({f for f, _ in problems}) == len(problems)
+
+
+# --- command parameter schemas -----------------------------------------------------------
+
+
+def _parameter_issues(parameters: Any) -> dict[str, str]:
+    data = valid_manifest_dict()
+    data["capabilities"]["commands"][0]["parameters"] = parameters
+    with pytest.raises(ManifestError) as info:
+        validate_manifest(data, source="m.yaml")
+    prefix = "capabilities.commands[0].parameters"
+    assert all(i.field.startswith(prefix) and i.fix for i in info.value.issues)
+    return {i.field[len(prefix) :]: i.problem for i in info.value.issues}
+
+
+def test_unresolvable_references_are_refused() -> None:
+    """Every $ref must resolve inside the schema: missing, remote, malformed, not a schema."""
+    issues = _parameter_issues(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"$ref": "#/$defs/missing"},
+                "b": {"$ref": "https://example.com/s.json"},
+                "c": {"$ref": "#/required"},
+                "d": {"items": {"$ref": "#nothing"}},
+                "e": {"$ref": "#/properties"},
+            },
+            "required": ["a"],
+        }
+    )
+    assert issues.pop(".properties.e.$ref").startswith(
+        "the reference '#/properties' does not resolve: it points at {'a': {'$ref':"
+    )
+    assert issues == {
+        ".properties.a.$ref": "the reference '#/$defs/missing' does not resolve: nothing is at "
+        "that location in the schema",
+        ".properties.b.$ref": "the reference 'https://example.com/s.json' does not resolve: it "
+        "names another document, and other documents are never fetched",
+        ".properties.c.$ref": "the reference '#/required' does not resolve: it points at ['a'], "
+        "which is not a schema",
+        ".properties.d.items.$ref": "the reference '#nothing' does not resolve: no '$anchor' in "
+        "the schema has that name",
+    }
+
+
+def test_invalid_schemas_and_patterns_are_all_reported() -> None:
+    """Each meta-schema violation and each pattern re cannot compile is its own issue."""
+    issues = _parameter_issues(
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "strnig"},
+                "b": {"pattern": "("},
+                "c": {"pattern": "a{4294967296}"},
+                "d": {"minLength": -1},
+            },
+            "patternProperties": {"[": {}},
+        }
+    )
+    assert issues == {
+        ".properties.a.type": "not a valid JSON Schema: 'strnig' is not one of ['array', "
+        "'boolean', 'integer', 'null', 'number', 'object', 'string']",
+        ".properties.b.pattern": "the pattern '(' does not compile (missing ), unterminated "
+        "subpattern at position 0)",
+        ".properties.c.pattern": "the pattern 'a{4294967296}' does not compile (the repetition "
+        "number is too large)",
+        ".properties.d.minLength": "not a valid JSON Schema: -1 is less than the minimum of 0",
+        ".patternProperties": "the pattern '[' does not compile (unterminated character set at "
+        "position 0)",
+    }
+
+
+@pytest.mark.parametrize(
+    ("parameters", "field"),
+    [
+        ({"$ref": "#"}, ".$ref"),
+        ({"anyOf": [{"not": {"$ref": "#"}}]}, ".anyOf[0].not.$ref"),
+        (
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}},
+            ".$defs.a.$ref",
+        ),
+        ({"$dynamicAnchor": "m", "properties": {}, "$dynamicRef": "#m"}, ".$dynamicRef"),
+    ],
+)
+def test_references_that_loop_without_descending_are_refused(
+    parameters: dict[str, Any], field: str
+) -> None:
+    """A reference that comes back to its own schema for the same value would make
+    validation recurse forever: it is reported where the loop closes."""
+    issues = _parameter_issues({"type": "object", **parameters})
+    assert list(issues) == [field]
+    assert "leads back to a schema it is part of" in issues[field]
+
+
+def test_references_that_resolve_are_accepted() -> None:
+    """$defs, anchors, nested $id bases, recursion, the meta-schema; '$ref' as a name is data."""
+    data = valid_manifest_dict()
+    data["capabilities"]["commands"][0]["parameters"] = {
+        "type": "object",
+        "$defs": {
+            "name": {"$anchor": "name", "type": "string", "pattern": "^[a-z]+$"},
+            "doc": {"$id": "doc.json", "$defs": {"n": {"type": "number"}}},
+        },
+        "properties": {
+            "a": {"$ref": "#/$defs/name"},
+            "b": {"$ref": "#name"},
+            "c": {"$ref": "doc.json#/$defs/n"},
+            "d": {"items": {"$ref": "#"}},
+            "e": {"$ref": "https://json-schema.org/draft/2020-12/schema"},
+            "$ref": {"type": "string", "const": {"$ref": "#/nowhere"}},
+        },
+    }
+    manifest = validate_manifest(data, source="m.yaml")
+    assert manifest.commands[0].parameters["properties"]["b"] == {"$ref": "#name"}
