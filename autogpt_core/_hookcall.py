@@ -59,7 +59,27 @@ a ``HookError`` from a nested hook call (it already names its plugin), a ``HookC
 **Deadlines.** ``timeout=`` seconds (default ``HookManager.default_timeout``, itself ``None``
 = no deadline; ``math.inf`` also means none) bounds the whole call; on expiry a
 ``HookTimeout`` names the implementation that was running. A plain sync implementation
-cannot be interrupted: put blocking work in ``blocking=True`` implementations.
+cannot be interrupted by a deadline: put blocking work in ``blocking=True`` implementations.
+
+**Result types.** With ``returns=Type`` (or a tuple of types) a non-``None`` value of an
+implementation that is not of that type is an error of that implementation: a
+``HookError`` naming the plugin, the type it returned and the one expected (reported and
+counted as ``None`` with ``isolate``). For a firstresult hook, a wrapper replacing the
+result with a value of another type is named the same way.
+
+**Slow inline calls.** Plain sync (and ``maybe_async``) implementations run on the event
+loop; one that takes ``SLOW_SECONDS`` or longer holds up every other task, as asyncio's
+slow-callback warning says. ``HookManager.on_slow(hook, plugin, seconds)`` hears of it once
+per (plugin, hook); by default it prints the fix to stderr. The general path reads
+``time.perf_counter()`` around each inline call; the fast path around each run of
+consecutive inline implementations (see Speed). ``on_slow = None`` turns it off.
+
+**Ctrl-C in stuck code.** While an implementation blocks the loop, trio cannot take a
+signal: a handler that only queues it (``trio.open_signal_receiver``) waits until the code
+returns, which may be never. Inside ``stall_interrupts()`` a SIGINT that the loop does not
+take within ``STALL_SECONDS`` is raised as ``KeyboardInterrupt`` where the main thread is
+stuck, and again a ``STALL_SECONDS`` later; stuck still, the process saves what it can and
+exits with 130.
 
 **Isolation.** With ``isolate=callback`` a non-wrapper implementation that raises an
 ``Exception`` is reported as ``callback(HookError)`` and counts as having returned ``None``;
@@ -76,10 +96,13 @@ implementation (a wrapper once, after its teardown, with setup and teardown time
 implementation steps ``(function, argnames, kwargnames, kind, plugin_name, impl)``, the
 spec's defaults and the exact set of argument names a well-formed call passes. ``register``,
 ``unregister``, ``add_hookspecs``, ``set_blocked`` and setting ``on_call`` or
-``default_timeout`` drop the plans. When a hook has no wrappers and nothing is traced or
-timed, the plan also compiles a straight-line coroutine that unpacks each argument once and
-calls the implementations one after another; a call whose argument names differ from the
-spec's falls back to the general path (which warns and raises as pluggy does).
+``default_timeout`` or ``on_slow`` drop the plans. When a hook has no wrappers and nothing is
+traced or timed, the plan also compiles a straight-line coroutine that unpacks each argument
+once and calls the implementations one after another; a call whose argument names differ
+from the spec's falls back to the general path (which warns and raises as pluggy does).
+That coroutine times each run of consecutive inline implementations as a whole (two clock
+readings, whatever their number); a run of several that was slow sends the hook's later
+calls to the general path, which times each implementation and so names the slow one.
 """
 
 from __future__ import annotations
@@ -88,10 +111,15 @@ import functools
 import inspect
 import linecache
 import math
+import os
+import signal
+import sys
+import threading
 import time
 import types
 import warnings
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Final
 
 import pluggy
@@ -111,6 +139,12 @@ HookTracer = Callable[[str, str, float, str], object]
 IsolateCallback = Callable[[HookError], object]
 """Receives the ``HookError`` (or ``HookTimeout``) of an isolated implementation."""
 
+SlowReporter = Callable[[str, str, float], object]
+"""``on_slow(hook_name, plugin_name, seconds)``: an inline implementation blocked the loop."""
+
+ResultTypes = type | tuple[type, ...]
+"""What ``returns=`` accepts: the type (or types) of a hook's non-``None`` values."""
+
 SpecNamespace = types.ModuleType | type
 """A module or class holding ``@hookspec`` functions."""
 
@@ -124,6 +158,15 @@ OLD_WRAPPER: Final = "old_wrapper"
 _WRAPPERS: Final = frozenset({WRAPPER, ASYNC_WRAPPER, OLD_WRAPPER})
 
 _EMPTY: Final[Mapping[str, object]] = types.MappingProxyType({})
+
+#: An inline implementation taking this long (seconds) or longer is reported to ``on_slow``.
+#: asyncio's slow-callback warning uses the same 100 ms.
+SLOW_SECONDS: Final = 0.1
+#: How long the loop may leave a Ctrl-C untaken before it is raised where the loop is stuck.
+STALL_SECONDS: Final = 1.0
+
+# The clock of the slow-call check; a module global so that tests can drive it.
+_clock = time.perf_counter
 
 # (function, argnames, kwargnames, kind, plugin_name, impl)
 _Step = tuple[Callable[..., Any], tuple[str, ...], tuple[str, ...], str, str, HookImpl]
@@ -173,6 +216,39 @@ def _timeout_error(plugin: str, hook: str, seconds: float) -> HookTimeout:
             "implementation, or give the call a longer timeout="
         ),
     )
+
+
+def _type_names(types_: ResultTypes) -> str:
+    return " or ".join(t.__name__ for t in (types_ if isinstance(types_, tuple) else (types_,)))
+
+
+def _wrong_type(plugin: str, hook: str, value: object, expected: ResultTypes) -> HookError:
+    names = _type_names(expected)
+    error = HookError(
+        plugin=plugin,
+        hook=hook,
+        message=(
+            f"plugin {plugin!r} returned {type(value).__name__} from hook {hook!r}, which "
+            f"expects {names} or None; fix: return a {names}, or None to pass"
+        ),
+    )
+    error.__cause__ = TypeError(f"expected {names}, got {type(value).__name__}")
+    return error
+
+
+def slow_warning(hook: str, plugin: str, seconds: float) -> str:
+    """What ``print_slow`` says: who blocked the event loop, for how long, and the fix."""
+    return (
+        f"autogpt: warning: plugin {plugin!r} blocked the event loop for {seconds:.2f}s in "
+        f"hook {hook!r}: a plain def runs on the loop, and while it runs no other session, "
+        "deadline or Ctrl-C gets a turn; fix: mark it @hookimpl(blocking=True) (it then runs "
+        "in a worker thread) or make it async def"
+    )
+
+
+def print_slow(hook: str, plugin: str, seconds: float) -> None:
+    """The default ``on_slow``: one line on stderr."""
+    print(slow_warning(hook, plugin, seconds), file=sys.stderr)
 
 
 def _wrapfail(gen: Any, message: str) -> RuntimeError:
@@ -242,11 +318,22 @@ class _Plan:
         return kwargs
 
 
-def _compile_fast(plan: _Plan, fallback: Callable[..., Coroutine[Any, Any, Any]]) -> _FastCall:
+def _compile_fast(
+    plan: _Plan,
+    fallback: Callable[..., Coroutine[Any, Any, Any]],
+    report_slow: SlowReporter | None,
+    zoom: Callable[[], object],
+) -> _FastCall:
     """Generate the straight-line coroutine for a hook without wrappers.
 
     Every argument is looked up once, every implementation is called in plan order with
     its own arguments, and ``i`` tracks which one is running so an error can name it.
+
+    With ``report_slow``, each run of consecutive inline implementations (a *segment*) is
+    timed as a whole: two clock readings per segment, not per implementation. A slow
+    segment of one implementation is reported at once; a slow segment of several calls
+    ``zoom()``, which sends the hook's later calls down the general path, where each
+    implementation is timed, so the next slow call names the plugin.
     """
     namespace: dict[str, Any] = {
         "KEYS": plan.keys,
@@ -258,6 +345,9 @@ def _compile_fast(plan: _Plan, fallback: Callable[..., Coroutine[Any, Any, Any]]
         "TO_THREAD": trio.to_thread.run_sync,
         "PARTIAL": functools.partial,
         "ISAWAITABLE": inspect.isawaitable,
+        "CLOCK": _clock,
+        "REPORT": report_slow,
+        "ZOOM": zoom,
     }
     local: dict[str, str] = {}
 
@@ -267,12 +357,27 @@ def _compile_fast(plan: _Plan, fallback: Callable[..., Coroutine[Any, Any, Any]]
         return local[argname]
 
     calls: list[str] = []
-    for index, (function, argnames, kwargnames, kind, _plugin, _impl) in enumerate(plan.steps):
+    timed = report_slow is not None
+    segment: list[int] = []  # the inline steps since ``t = CLOCK()``
+
+    def check_segment(indent: str) -> None:
+        calls.append(f"{indent}u = CLOCK()")
+        calls.append(f"{indent}if u - t >= {SLOW_SECONDS!r}:")
+        if len(segment) == 1:
+            calls.append(f"{indent}    REPORT(HOOK, NAMES[{segment[0]}], u - t)")
+        else:
+            calls.append(f"{indent}    ZOOM()")
+
+    steps = plan.steps
+    for index, (function, argnames, kwargnames, kind, _plugin, _impl) in enumerate(steps):
         namespace[f"F{index}"] = function
         positional = [value(name) for name in argnames]
         keywords = [f"{name}={value(name)}" for name in kwargnames if name in plan.keys]
         args = ", ".join(positional + keywords)
+        inline = timed and kind in (SYNC, MAYBE_ASYNC)
         calls.append(f"        i = {index}")
+        if inline and not segment:
+            calls.append("        t = CLOCK()")
         if kind == SYNC:
             calls.append(f"        r = F{index}({args})")
         elif kind == ASYNC:
@@ -284,12 +389,24 @@ def _compile_fast(plan: _Plan, fallback: Callable[..., Coroutine[Any, Any, Any]]
             calls.append(f"        r = await TO_THREAD({target}, abandon_on_cancel=True)")
         else:
             calls.append(f"        r = F{index}({args})")
+        if inline:
+            segment.append(index)
+            # The segment ends before anything that may await (other tasks then run on the
+            # clock) and at the last step.
+            following = steps[index + 1][3] if index + 1 < len(steps) else None
+            if kind == MAYBE_ASYNC or following not in (SYNC, MAYBE_ASYNC):
+                check_segment("        ")
+                segment.clear()
+        if kind == MAYBE_ASYNC:
             calls.append("        if ISAWAITABLE(r):")
             calls.append("            r = await r")
         calls.append("        if r is not None:")
-        calls.append(
-            "            return r" if plan.firstresult else "            results.append(r)"
-        )
+        if plan.firstresult:
+            if segment:  # an answer ends the call, and with it the open segment
+                check_segment("            ")
+            calls.append("            return r")
+        else:
+            calls.append("            results.append(r)")
 
     lines = ["async def fast(kw):"]
     if plan.kwargdefaults:
@@ -314,14 +431,34 @@ def _compile_fast(plan: _Plan, fallback: Callable[..., Coroutine[Any, Any, Any]]
     return fast
 
 
-async def _invoke(function: Callable[..., Any], kind: str, args: list[object], kw: Any) -> Any:
+def _call_inline(
+    step: _Step, args: list[object], kw: Any, hook: str, report_slow: SlowReporter | None
+) -> Any:
+    """Call a sync (or ``maybe_async``) implementation on the loop, timing it if asked."""
+    function = step[0]
+    if report_slow is None:
+        return function(*args, **kw)
+    started = _clock()
+    try:
+        return function(*args, **kw)
+    finally:
+        # Also when it raised: a Ctrl-C that ended a long block is worth reporting too.
+        elapsed = _clock() - started
+        if elapsed >= SLOW_SECONDS:
+            report_slow(hook, step[4], elapsed)
+
+
+async def _invoke(
+    step: _Step, args: list[object], kw: Any, hook: str, report_slow: SlowReporter | None
+) -> Any:
     """Call one non-wrapper implementation according to its kind."""
+    function, kind = step[0], step[3]
     if kind == ASYNC:
         return await function(*args, **kw)
     if kind == BLOCKING:
         target = functools.partial(function, *args, **kw)
         return await trio.to_thread.run_sync(target, abandon_on_cancel=True)
-    result = function(*args, **kw)
+    result = _call_inline(step, args, kw, hook, report_slow)
     if kind == MAYBE_ASYNC and inspect.isawaitable(result):
         return await result
     return result
@@ -343,19 +480,20 @@ async def _isolated(
     hook: str,
     isolate: IsolateCallback,
     seconds: float | None,
+    report_slow: SlowReporter | None,
 ) -> tuple[Any, str | None]:
     """Run one implementation so that its failure is reported, not raised."""
-    function, _argnames, _kwargnames, kind, plugin, _impl = step
+    kind, plugin = step[3], step[4]
     error: HookError
     try:
         # A plain sync implementation cannot be interrupted, so a deadline (a cancel scope
         # per call, on the hot path of every cycle) would buy nothing for it.
         if kind == SYNC:
-            return function(*args, **kw), None
+            return _call_inline(step, args, kw, hook, report_slow), None
         if seconds is None:
-            return await _invoke(function, kind, args, kw), None
+            return await _invoke(step, args, kw, hook, report_slow), None
         with trio.move_on_after(seconds):
-            return await _invoke(function, kind, args, kw), None
+            return await _invoke(step, args, kw, hook, report_slow), None
         error = _timeout_error(plugin, hook, seconds)
         outcome = "timeout (isolated)"
     except Exception as exc:
@@ -437,6 +575,8 @@ async def _run(
     step_seconds: float | None,
     culprit: _Culprit | None,
     on_call: HookTracer | None,
+    report_slow: SlowReporter | None,
+    returns: ResultTypes | None,
 ) -> Any:
     """The general call path: pluggy's ``_multicall``, awaiting, with errors attributed."""
     hook = plan.name
@@ -484,11 +624,19 @@ async def _run(
             else:
                 outcome = None
                 if isolate is not None:
-                    res, outcome = await _isolated(step, args, kw, hook, isolate, step_seconds)
+                    res, outcome = await _isolated(
+                        step, args, kw, hook, isolate, step_seconds, report_slow
+                    )
                 elif kind == SYNC:
-                    res = function(*args, **kw)
+                    res = _call_inline(step, args, kw, hook, report_slow)
                 else:
-                    res = await _invoke(function, kind, args, kw)
+                    res = await _invoke(step, args, kw, hook, report_slow)
+                if res is not None and returns is not None and not isinstance(res, returns):
+                    wrong = _wrong_type(plugin, hook, res, returns)
+                    if isolate is None:
+                        raise wrong
+                    isolate(wrong)
+                    res, outcome = None, f"returned {type(res).__name__} (isolated)"
                 if on_call is not None:
                     if outcome is None:
                         outcome = "none" if res is None else "value"
@@ -519,6 +667,16 @@ async def _run(
             if yielded_again:
                 # As in pluggy, this error skips the remaining teardowns.
                 raise _hook_error(plugin, hook, _wrapfail(gen, "has second yield"))
+        if (
+            returns is not None
+            and firstresult
+            and exception is None
+            and result is not None
+            and not isinstance(result, returns)
+        ):
+            # Inner values were checked as they came: this one is the wrapper's own.
+            exception = _wrong_type(plugin, hook, result, returns)
+            result = None
         if exception is not None and exception is not before:
             owner = plugin
             # A wrapper awaiting in its teardown after the deadline raises a fresh Cancelled;
@@ -582,6 +740,7 @@ class AsyncHookCaller:
         # wrap), so the ASYNC109 advice to let the caller use fail_after does not apply.
         timeout: float | None = None,  # noqa: ASYNC109
         isolate: IsolateCallback | None = None,
+        returns: ResultTypes | None = None,
     ) -> Any:
         """Call the hook with ``kwargs``.
 
@@ -589,8 +748,10 @@ class AsyncHookCaller:
         ``None`` uses the manager's ``default_timeout``; ``math.inf`` means no deadline.
         ``isolate``: report failing non-wrapper implementations to this callback instead
         of raising, and count them as having returned ``None``.
+        ``returns``: the type (or types) every non-``None`` value must have; another is
+        an error of the implementation that returned it.
         """
-        return await self._call(kwargs, timeout, isolate, 4)
+        return await self._call(kwargs, timeout, isolate, 4, returns)
 
     def get_hookimpls(self) -> list[HookImpl]:
         """The implementations in pluggy's list order (call order is the reverse)."""
@@ -606,8 +767,13 @@ class AsyncHookCaller:
             plan = self._plan = _Plan(self._hook)
             pm = self._pm
             if plan.fast_ok and pm.on_call is None and pm.default_timeout is None:
-                self._fast = _compile_fast(plan, self._call)
+                self._fast = _compile_fast(plan, self._call, pm._report_slow, self._zoom)
         return plan
+
+    def _zoom(self) -> None:
+        # Several inline implementations took long together: until the plan changes, calls
+        # take the general path, which times each of them.
+        self._fast = None
 
     async def _call(
         self,
@@ -615,6 +781,7 @@ class AsyncHookCaller:
         seconds: float | None,
         isolate: IsolateCallback | None,
         stacklevel: int,
+        returns: ResultTypes | None = None,
     ) -> Any:
         plan = self._get_plan()
         if plan.historic:
@@ -629,11 +796,12 @@ class AsyncHookCaller:
         if seconds is not None and math.isinf(seconds):
             seconds = None
         on_call = pm._on_call
+        report_slow = pm._report_slow
         if isolate is not None or seconds is None:
-            return await _run(plan, kwargs, isolate, seconds, None, on_call)
+            return await _run(plan, kwargs, isolate, seconds, None, on_call, report_slow, returns)
         culprit = _Culprit()
         with trio.move_on_after(seconds):
-            return await _run(plan, kwargs, None, None, culprit, on_call)
+            return await _run(plan, kwargs, None, None, culprit, on_call, report_slow, returns)
         raise _timeout_error(culprit.plugin or "<unknown>", self.name, seconds)
 
 
@@ -684,6 +852,9 @@ class HookManager(pluggy.PluginManager):
         super().__init__(PROJECT_NAME)
         self._default_timeout = default_timeout
         self._on_call: HookTracer | None = None
+        self._on_slow: SlowReporter | None = print_slow
+        self._report_slow: SlowReporter | None = self._slow_once
+        self._slow_reported: set[tuple[str, str]] = set()
         #: The awaitable relay: ``await pm.ahook.NAME(**kwargs)``.
         self.ahook: Final = AsyncHooks(self)
         for namespace in _namespaces(specs):
@@ -708,6 +879,26 @@ class HookManager(pluggy.PluginManager):
     def on_call(self, tracer: HookTracer | None) -> None:
         self._on_call = tracer
         self._invalidate()
+
+    @property
+    def on_slow(self) -> SlowReporter | None:
+        """Told once per (plugin, hook) of an inline implementation that took at least
+        ``SLOW_SECONDS``: ``on_slow(hook, plugin, seconds)``. Default ``print_slow``;
+        ``None`` stops the timing."""
+        return self._on_slow
+
+    @on_slow.setter
+    def on_slow(self, reporter: SlowReporter | None) -> None:
+        self._on_slow = reporter
+        self._report_slow = None if reporter is None else self._slow_once
+        self._invalidate()
+
+    def _slow_once(self, hook: str, plugin: str, seconds: float) -> None:
+        key = (plugin, hook)
+        reporter = self._on_slow
+        if key not in self._slow_reported and reporter is not None:
+            self._slow_reported.add(key)
+            reporter(hook, plugin, seconds)
 
     def _invalidate(self) -> None:
         for caller in self.ahook._callers():
@@ -779,3 +970,171 @@ class HookManager(pluggy.PluginManager):
             opts["wrapper"] = False
             hookimpl = HookImpl(hookimpl.plugin, hookimpl.plugin_name, function, opts)
         super()._verify_hook(hook, hookimpl)
+
+
+# --- Ctrl-C in stuck code ----------------------------------------------------------------
+
+# How often the idle watchdog looks for a Ctrl-C, and how often it probes the loop after one.
+_WATCH_INTERVAL: Final = 0.2
+# Raised this many times in a row without the loop getting free (the code caught the
+# KeyboardInterrupt, or blocks where Python cannot raise it), the process gives up.
+_ESCALATIONS: Final = 2
+_EXIT_INTERRUPTED: Final = 130
+
+AbandonCallback = Callable[[], object]
+"""Called from the watchdog thread just before the process exits (see ``stall_interrupts``)."""
+
+
+# The stop signals watched; the watchdog's own is always SIGINT (KeyboardInterrupt).
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class _StallWatch:
+    """One installation of ``stall_interrupts``: the SIGINT (and SIGTERM) handler and its
+    watchdog thread.
+
+    The handler touches no lock (it may run in the middle of any code of the main thread):
+    it sets a flag that the watchdog polls, and calls the handler it replaced.
+    """
+
+    def __init__(
+        self, token: trio.lowlevel.TrioToken, inner: dict[int, Callable[..., Any]]
+    ) -> None:
+        self.token = token
+        self.inner = inner
+        self.users = 0
+        self.abandon: list[AbandonCallback] = []
+        self.main_thread = threading.get_ident()
+        self.requested = False  # a Ctrl-C came: from now on the loop is watched
+        self.closed = False
+        self.escalating = False  # the next SIGINT is the watchdog's own
+        self.answered = threading.Event()  # the loop ran the last probe
+        self.answered.set()
+        # One bound method, so that ``signal.getsignal(...) is self.handler`` tells ours.
+        self.handler = self.handle
+        self.thread = threading.Thread(target=self.watch, name="autogpt-stall-watch", daemon=True)
+
+    def handle(self, signum: int, frame: types.FrameType | None) -> None:
+        if self.escalating and signum == signal.SIGINT:
+            self.escalating = False
+            # Still stuck? Then raise here, inside the code that holds the loop. If the loop
+            # got free meanwhile, the Ctrl-C already queued for it does the stopping.
+            if not self.answered.is_set():
+                raise KeyboardInterrupt
+            return
+        self.requested = True
+        self.inner[signum](signum, frame)
+
+    def watch(self) -> None:
+        while not self.requested:
+            if self.closed:
+                return
+            time.sleep(_WATCH_INTERVAL)
+        while not self.closed:
+            self.answered.clear()
+            try:
+                self.token.run_sync_soon(self.answered.set)
+            except trio.RunFinishedError:
+                return
+            escalations = 0
+            while not self.answered.wait(STALL_SECONDS):
+                if self.closed:
+                    return
+                if escalations == _ESCALATIONS:
+                    self.give_up()
+                escalations += 1
+                self.escalate()
+            time.sleep(_WATCH_INTERVAL)
+
+    def escalate(self) -> None:
+        self.escalating = True
+        try:
+            # A real signal: a blocking call (time.sleep, a socket read) is interrupted with
+            # EINTR and Python runs the handler at once; interrupt_main() would wait for it.
+            signal.pthread_kill(self.main_thread, signal.SIGINT)
+        except (AttributeError, OSError):  # no pthread_kill (Windows), or the thread is gone
+            import _thread
+
+            _thread.interrupt_main()
+
+    def give_up(self) -> None:
+        """The stuck code swallows KeyboardInterrupt, or blocks where Python cannot raise
+        it: save what can be saved from this thread, and end the process."""
+        frame = sys._current_frames().get(self.main_thread)
+        where = f" at {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+        print(
+            f"autogpt: code blocking the event loop{where} ignored Ctrl-C for "
+            f"{(_ESCALATIONS + 1) * STALL_SECONDS:g}s; exiting (a plain def hook or command "
+            "that blocks should be @hookimpl(blocking=True) / @blocking, or async def)",
+            file=sys.stderr,
+            flush=True,
+        )
+        for callback in list(self.abandon):
+            try:
+                callback()
+            except Exception as exc:  # the exit must happen; say what could not be saved
+                print(f"autogpt: could not save before exiting: {exc}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(_EXIT_INTERRUPTED)
+
+    def close(self) -> None:
+        self.closed = True
+        for signum, inner in self.inner.items():
+            if signal.getsignal(signum) is self.handler:
+                signal.signal(signum, inner)
+
+
+_stall_watch: _StallWatch | None = None
+
+
+@contextmanager
+def stall_interrupts(on_abandon: AbandonCallback | None = None) -> Iterator[None]:
+    """Within this block, a Ctrl-C (or SIGTERM) reaches code that blocks the trio loop.
+
+    A plain sync implementation (or command) that blocks runs on the loop, so a SIGINT
+    handler that only queues the signal for a trio task (``trio.open_signal_receiver``)
+    never gets its turn. Here the SIGINT and SIGTERM handlers are wrapped: they still call
+    the handlers they replaced (a graceful stop goes on as before), and a watchdog thread
+    then probes the loop; if the loop has not answered within ``STALL_SECONDS``, SIGINT is
+    sent to the main thread and raised as ``KeyboardInterrupt`` where it is stuck, once per
+    ``STALL_SECONDS`` while it stays stuck. Nothing is watched until the first signal.
+
+    If the stuck code ignores that too (it catches ``BaseException``, or blocks inside C
+    code that retries), the watchdog calls every active block's ``on_abandon`` (which must
+    save its state without the loop: another database connection) and exits with 130.
+
+    Use it inside ``trio.run`` on the main thread (elsewhere it does nothing). Blocks may
+    nest and overlap (one per session): the handler is installed by the first and the one
+    it replaced is restored by the last, unless another has been installed since.
+    """
+    global _stall_watch
+    watch = None
+    if threading.current_thread() is threading.main_thread():
+        watch = _stall_watch
+        # Only Python-level handlers are wrapped: the default action of SIGTERM (the process
+        # ends at once) needs no help, and without a SIGINT handler nothing can be raised.
+        inner: dict[int, Callable[..., Any]] = {
+            signum: handler
+            for signum in _STOP_SIGNALS
+            if callable(handler := signal.getsignal(signum))
+        }
+        if watch is None and signal.SIGINT in inner:
+            watch = _StallWatch(trio.lowlevel.current_trio_token(), inner)
+            for signum in inner:
+                signal.signal(signum, watch.handler)
+            watch.thread.start()
+            _stall_watch = watch
+    if watch is not None:
+        watch.users += 1
+        if on_abandon is not None:
+            watch.abandon.append(on_abandon)
+    try:
+        yield
+    finally:
+        if watch is not None:
+            if on_abandon is not None:
+                watch.abandon.remove(on_abandon)
+            watch.users -= 1
+            if watch.users == 0:
+                watch.close()
+                _stall_watch = None

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from pluggy import HookCallError, PluginValidationError
 
 import hookspecs
+from autogpt_core import _hookcall
 from autogpt_core._errors import HookError, HookTimeout
 from autogpt_core._hookcall import (
     ASYNC,
@@ -31,7 +32,7 @@ from autogpt_core._hookcall import (
 )
 from hookspecs import hookimpl, hookspec
 
-from .strategies import ImplPlan, Scenario, scenarios
+from .strategies import ImplPlan, Scenario, scenarios, timed_impls
 
 
 class Spec:
@@ -945,3 +946,167 @@ def test_impls_by_plugin_in_call_order() -> None:
     ]
     with pytest.raises(ValueError, match="no hook named"):
         pm.impls_by_plugin("nope")
+
+
+# --- result types, slow inline implementations --------------------------------------------
+
+
+async def test_returns_names_the_plugin_and_the_type_it_should_have() -> None:
+    """With ``returns``, a value of another type is an error of the implementation that
+    returned it, naming what it returned and what was expected; isolated, it counts as None.
+    A wrapper replacing the result with another type is named the same way."""
+
+    def gives_dict() -> dict[str, str]:
+        return {"text": "not an int"}
+
+    def gives_int() -> int:
+        return 7
+
+    async def replaces() -> Any:
+        yield
+        yield "not an int either"
+
+    pm = manager(("good", plugin(first=hookimpl(gives_int))))
+    pm.register(plugin(first=hookimpl(gives_dict)), name="bad")
+    with pytest.raises(HookError) as info:
+        await pm.ahook.first.call({"a": 1, "b": 2}, returns=int)
+    assert (info.value.plugin, info.value.hook) == ("bad", "first")
+    assert str(info.value) == (
+        "plugin 'bad' returned dict from hook 'first', which expects int or None; "
+        "fix: return a int, or None to pass"
+    )
+    reported: list[HookError] = []
+    assert await pm.ahook.first.call({"a": 1, "b": 2}, returns=int, isolate=reported.append) == 7
+    assert [error.plugin for error in reported] == ["bad"]
+
+    pm.unregister(name="bad")
+    pm.register(plugin(first=hookimpl(replaces, wrapper=True)), name="replacer")
+    with pytest.raises(HookError, match="plugin 'replacer' returned str from hook 'first'"):
+        await pm.ahook.first.call({"a": 1, "b": 2}, returns=(int, float))
+    assert await pm.ahook.first(a=1, b=2) == "not an int either"  # unchecked without returns
+
+
+class FakeClock:
+    """The slow-call check's clock; only the implementations under test move it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(_hookcall, "_clock", fake, raising=False)
+    return fake
+
+
+async def test_a_slow_sync_impl_is_reported_once_per_plugin_and_hook(clock: FakeClock) -> None:
+    """A plain sync impl taking SLOW_SECONDS or more is reported once per (plugin, hook), on
+    the fast path and the general one; a quick one, and an awaited one, are not."""
+    reports: list[tuple[str, str, float]] = []
+    isolated: list[HookError] = []
+
+    def slow(a: object) -> None:
+        clock.advance(0.25)
+
+    def quick(a: object) -> None:
+        clock.advance(0.05)
+
+    async def awaited(a: object) -> None:
+        clock.advance(5)  # an await may run other tasks: awaited time is nobody's fault here
+
+    pm = manager(
+        ("slow", plugin(collect=hookimpl(slow), first=hookimpl(slow))),
+        ("quick", plugin(collect=hookimpl(quick))),
+        ("awaited", plugin(collect=hookimpl(awaited))),
+    )
+    pm.on_slow = lambda *report: reports.append(report)
+    for _ in range(3):
+        await pm.ahook.collect(a=1, b=2)
+        await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=isolated.append)
+        await pm.ahook.first(a=1, b=2)
+    assert reports == [("collect", "slow", 0.25), ("first", "slow", 0.25)]
+    assert isolated == []
+
+
+async def test_the_default_report_is_one_line_on_stderr_with_the_fix(
+    clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """By default a slow impl is reported on stderr: plugin, hook, time and the fix."""
+
+    def slow(a: object) -> None:
+        clock.advance(1.5)
+
+    pm = manager(("stalls", plugin(first=hookimpl(slow))))
+    await pm.ahook.first(a=1, b=2)
+    await pm.ahook.first(a=1, b=2)
+    assert capsys.readouterr().err == (
+        "autogpt: warning: plugin 'stalls' blocked the event loop for 1.50s in hook 'first': "
+        "a plain def runs on the loop, and while it runs no other session, deadline or "
+        "Ctrl-C gets a turn; fix: mark it @hookimpl(blocking=True) (it then runs in a "
+        "worker thread) or make it async def\n"
+    )
+    pm.on_slow = None
+    pm.unregister(name="stalls")
+    pm.register(plugin(first=hookimpl(slow)), name="unwatched")
+    await pm.ahook.first(a=1, b=2)
+    assert capsys.readouterr().err == ""
+
+
+def _timed_plugin(kind: str, seconds: float, clock: FakeClock) -> Plugin:
+    def impl(a: object) -> None:
+        clock.advance(seconds)
+
+    async def async_impl(a: object) -> None:
+        clock.advance(seconds)
+
+    if kind == "async":
+        return plugin(collect=hookimpl(async_impl))
+    if kind == "blocking":
+        return plugin(collect=hookimpl(impl, blocking=True))
+    if kind == "maybe_async":
+        return plugin(collect=hookimpl(functools.wraps(impl)(lambda a: impl(a))))
+    return plugin(collect=hookimpl(impl))
+
+
+@settings(max_examples=200, deadline=None)
+@given(timed_impls)
+def test_exactly_the_slow_inline_impls_are_reported(impls: list[tuple[str, float]]) -> None:
+    """Whatever the mix of kinds and durations, a few calls report each inline (sync or
+    maybe_async) impl that took SLOW_SECONDS or more, once, and nothing else: quick impls
+    that add up to a slow stretch on the fast path are timed one by one before anyone is
+    named."""
+    fake = FakeClock()
+    reports: list[tuple[str, str, float]] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_hookcall, "_clock", fake, raising=False)
+        pm = manager(
+            *(
+                (f"p{i}", _timed_plugin(kind, seconds, fake))
+                for i, (kind, seconds) in enumerate(impls)
+            )
+        )
+        assert [impl_kind(impl) for impl in reversed(pm.hook.collect.get_hookimpls())] == [
+            {"sync": SYNC, "maybe_async": MAYBE_ASYNC, "async": ASYNC, "blocking": BLOCKING}[kind]
+            for kind, _seconds in reversed(impls)
+        ]
+        pm.on_slow = lambda *report: reports.append(report)
+
+        async def main() -> None:
+            await pm.ahook.collect(a=1, b=2)
+            await pm.ahook.collect(a=1, b=2)
+            await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5)
+
+        trio.run(main)
+    slow = {
+        f"p{i}"
+        for i, (kind, seconds) in enumerate(impls)
+        if kind in ("sync", "maybe_async") and seconds >= _hookcall.SLOW_SECONDS
+    }
+    assert sorted(plugin for _hook, plugin, _seconds in reports) == sorted(slow)
