@@ -9,9 +9,12 @@ import signal
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._config import Config, load_config
+
+if TYPE_CHECKING:
+    from ._storage import SessionFootprint
 
 DEMO_GOAL = (
     "Write a haiku about plugins to haiku.txt, remember it for later sessions, "
@@ -55,12 +58,32 @@ def add_run_parser(sub: Any) -> None:
     )
     run.set_defaults(handler=cmd_run)
 
-    sessions = sub.add_parser("sessions", help="list stored sessions")
+    sessions = sub.add_parser(
+        "sessions", help="list stored sessions, or delete one ('autogpt sessions delete ID')"
+    )
     sessions.add_argument("--json", action="store_true", help="machine-readable output")
     sessions.add_argument(
         "--limit", type=_positive_int, default=20, help="how many, newest first (default 20)"
     )
     sessions.set_defaults(handler=cmd_sessions)
+    actions = sessions.add_subparsers(dest="sessions_command", metavar="ACTION")
+    delete = actions.add_parser(
+        "delete",
+        help="delete a stored session: its cycles, events, artifacts and memories",
+        description="Delete a stored session: its cycles, events and artifact records in the "
+        "session store, and its memories in every memory backend. Its workspace directory "
+        "is kept unless --workspace is given. A session that is running is refused.",
+    )
+    delete.add_argument(
+        "session_id", metavar="SESSION_ID", help="its id, or enough of its start to be unique"
+    )
+    delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    delete.add_argument(
+        "--workspace",
+        action="store_true",
+        help="remove its workspace directory too (only one autogpt made under the data dir)",
+    )
+    delete.set_defaults(handler=cmd_sessions_delete)
 
 
 def _positive_int(text: str) -> int:
@@ -254,9 +277,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             "id": s.id,
             "status": str(s.status),
             "goal": s.goal,
-            "cycles": s.budget.get("cycles", 0),
+            "cycles": None if s.damage else s.budget.get("cycles", 0),
             "updated": s.updated_at,
             "workspace": str(s.workspace),
+            "damage": s.damage or None,
         }
         for s in page.items
     ]
@@ -269,11 +293,144 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     import time
 
     print(f"{'SESSION':<32}  {'UPDATED':<16}  {'STATUS':<16}  {'CYCLES':>6}  GOAL")
-    for row in rows:
-        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(row["updated"]))
-        goal = printable(row["goal"], newlines=False)
-        goal = goal if len(goal) <= 60 else goal[:59] + "…"
-        print(f"{row['id']:<32}  {updated:<16}  {row['status']:<16}  {row['cycles']!s:>6}  {goal}")
+    for session in page.items:
+        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(session.updated_at))
+        goal = _shown_goal(session.goal)
+        status = "DAMAGED" if session.damage else str(session.status)
+        cycles = "?" if session.damage else session.budget.get("cycles", 0)
+        print(f"{session.id:<32}  {updated:<16}  {status:<16}  {cycles!s:>6}  {goal}")
     if page.total > len(rows):
         print(f"({len(rows)} of {page.total}; --limit N shows more)")
+    for session in page.items:
+        if session.damage:
+            # The store's message: the file, the session, the column and the fix.
+            print(f"autogpt: warning: {printable(session.damage)}", file=sys.stderr)
     return 0
+
+
+def _shown_goal(goal: str) -> str:
+    """A goal on one line of at most 60 characters, safe for a terminal."""
+    from hookspecs import printable
+
+    shown = printable(goal, newlines=False)
+    return shown if len(shown) <= 60 else shown[:59] + "…"
+
+
+def cmd_sessions_delete(args: argparse.Namespace) -> int:
+    """``autogpt sessions delete ID``: the session's rows, its memories, maybe its workspace."""
+    import trio
+
+    from hookspecs import printable
+
+    from ._lease import in_use
+    from ._storage import Store
+
+    def say(text: str) -> None:
+        # Ids, goals and paths come from the store: shown, never acted on by the terminal.
+        print(printable(text))
+
+    config = load_config(args.config)
+    session_id = _resolve_session_id(config, args.session_id)
+    with Store(config.data_dir / "sessions.sqlite3") as store:
+        footprint = store.session_footprint(session_id)
+        lease = store.get_lease(session_id)
+    if lease is not None and lease.live():
+        raise in_use(lease)
+    workspace, removable = _workspace_to_remove(config, footprint.workspace)
+    say(f"Session {session_id} ({footprint.status}): {_shown_goal(footprint.goal)}")
+    say(
+        f"  in the session store: {footprint.cycles} cycle(s), {footprint.events} event(s), "
+        f"{footprint.artifacts} artifact record(s)"
+    )
+    say("  its memories, in every memory backend")
+    if args.workspace and removable:
+        say(f"  its workspace directory {workspace}")
+    if not args.yes and not _confirmed(printable(f"Delete session {session_id}?")):
+        say("Nothing deleted.")
+        return 1
+    deleted, forgotten = trio.run(_delete_session, config, session_id, args.trace_hooks)
+    say(
+        f"Deleted session {session_id}: {deleted.cycles} cycle(s), {deleted.events} event(s), "
+        f"{deleted.artifacts} artifact record(s); {forgotten} memory item(s) forgotten."
+    )
+    say(_remove_workspace(workspace, removable) if args.workspace else _kept(workspace))
+    return 0
+
+
+async def _delete_session(
+    config: Config, session_id: str, trace: bool
+) -> tuple[SessionFootprint, int]:
+    """Forget the session's memories through every backend, then delete its rows, holding
+    its lease throughout so that nobody resumes it halfway."""
+    from hookspecs import MemoryQuery, SessionView
+
+    from ._errors import HookError
+    from ._lease import hold_lease
+    from ._runtime import Runtime
+    from ._tracing import trace_factory
+
+    async with Runtime(config, pm_factory=trace_factory(trace)) as runtime:
+        store = runtime.store
+        async with hold_lease(store, session_id, runtime.holder):
+            footprint = await store.session_footprint(session_id)
+            view = SessionView(id=session_id, goal=footprint.goal, workspace=footprint.workspace)
+            # Empty text with scope "session": every item of this session (the hook's contract).
+            # Before the rows: if a backend fails, the session is still there to delete again.
+            try:
+                counts = await runtime.pm.ahook.memory_forget.call(
+                    {"session": view, "query": MemoryQuery("", limit=0, scope="session")},
+                    timeout=runtime.hook_timeout,
+                )
+            except HookError as exc:
+                raise HookError(
+                    exc.plugin,
+                    exc.hook,
+                    f"{exc}; session {session_id} was not deleted: fix or disable plugin "
+                    f"{exc.plugin!r}, then run 'autogpt sessions delete {session_id}' again",
+                ) from exc
+            deleted = await store.delete_session(session_id)
+    return deleted, sum(n for n in counts if isinstance(n, int))
+
+
+def _workspace_to_remove(config: Config, workspace: Path) -> tuple[Path, bool]:
+    """The workspace, and whether ``--workspace`` may remove it: only a directory autogpt
+    made for the session (under the data dir's ``workspaces``), never one the user chose."""
+    made = (config.data_dir / "workspaces").resolve()
+    try:
+        resolved = workspace.resolve()
+    except OSError:
+        return workspace, False
+    return workspace, resolved.parent == made and not workspace.is_symlink()
+
+
+def _kept(workspace: Path) -> str:
+    if not workspace.exists():
+        return f"Its workspace {workspace} no longer exists."
+    return f"Kept its workspace {workspace} (remove it with --workspace, or by hand)."
+
+
+def _remove_workspace(workspace: Path, removable: bool) -> str:
+    import shutil
+
+    if not workspace.exists():
+        return f"Its workspace {workspace} no longer exists."
+    if not removable:
+        return (
+            f"Kept its workspace {workspace}: it was chosen with --workspace, not made by "
+            "autogpt, so it is not removed; remove it by hand if you no longer need it."
+        )
+    try:
+        shutil.rmtree(workspace)
+    except OSError as exc:
+        return f"Could not remove its workspace {workspace} ({exc}); remove it by hand."
+    return f"Removed its workspace {workspace}."
+
+
+def _confirmed(question: str) -> bool:
+    """Ask on stdin (a terminal or a pipe); no answer is no."""
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        print("\nNo answer (stdin is closed): add --yes to delete without asking.")
+        return False
+    return answer.strip().lower() in ("y", "yes")

@@ -22,6 +22,13 @@ migration in ``_MIGRATIONS``, applied in order when an older file is opened)::
     events     id (increasing), session_id, cycle, kind, data, ts
     artifacts  id, session_id, relative_path, file_name, agent_created, cycle, created_at
     memory     id, session_id, kind, text, metadata, created_at   (+ memory_fts, FTS5)
+
+A new file is built under a temporary name and linked into place with its schema, so a
+store this code created is never empty: an empty file at the path was emptied since (a
+truncated copy, a full disk) and is refused rather than silently started afresh. A JSON
+column that does not read back (edited by hand, damaged on disk) raises ``StorageError``
+naming the file, the session and the column; ``list_sessions`` marks such a session
+(``SessionRecord.damage``) and lists the others.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import enum
 import itertools
 import json
 import math
+import os
 import re
 import sqlite3
 import threading
@@ -69,6 +77,8 @@ _MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+")
 # An ambiguous id prefix lists this many of the sessions it matches.
 _MAX_CANDIDATES = 10
+# Budget fields, which must read back as numbers (or null): the runtime does sums with them.
+_BUDGET_NUMBERS = ("max_cycles", "max_tokens", "max_cost_usd", "cycles", "tokens", "cost_usd")
 
 
 class SessionStatus(enum.StrEnum):
@@ -84,7 +94,12 @@ class SessionStatus(enum.StrEnum):
 
 @attrs.frozen
 class SessionRecord:
-    """A stored session. ``config`` holds non-secret options; ``budget`` what was spent."""
+    """A stored session. ``config`` holds non-secret options; ``budget`` what was spent.
+
+    ``damage`` is empty, except in a ``list_sessions`` listing for a session whose row does
+    not read back: then it says what is wrong and how to fix it (the message
+    ``get_session`` raises), and the damaged columns read as empty.
+    """
 
     id: str
     goal: str
@@ -95,6 +110,7 @@ class SessionRecord:
     config: Mapping[str, JSON] = attrs.field(factory=dict)
     result: str = ""
     budget: Mapping[str, JSON] = attrs.field(factory=dict)
+    damage: str = ""
 
 
 @attrs.frozen
@@ -169,6 +185,22 @@ class ArtifactRecord:
     agent_created: bool
     cycle: int | None
     created_at: float
+
+
+@attrs.frozen
+class SessionFootprint:
+    """What a session occupies in the store: its rows, counted, and its workspace directory.
+
+    ``delete_session`` returns what it deleted; ``session_footprint`` what it would delete.
+    """
+
+    id: str
+    goal: str
+    status: SessionStatus
+    workspace: Path
+    cycles: int
+    events: int
+    artifacts: int
 
 
 @attrs.frozen
@@ -423,7 +455,10 @@ class Store:
             row = conn.execute(f"{_SESSION_SELECT} WHERE s.id = ?", (session_id,)).fetchone()
         if row is None:
             raise self._not_found(session_id)
-        return _session(row)
+        try:
+            return _session(row)
+        except _Damaged as exc:
+            raise self._damaged(f"session {session_id}", exc, session_id) from None
 
     def resolve_session_id(self, text: str) -> str:
         """The id of the session whose id is ``text``, or else of the one session whose id
@@ -476,7 +511,24 @@ class Store:
                 " LIMIT ? OFFSET ?",
                 (*params, limit, offset),
             ).fetchall()
-        return Page(tuple(_session(row) for row in rows), total, offset, limit)
+        return Page(tuple(self._listed(row) for row in rows), total, offset, limit)
+
+    def _listed(self, row: tuple[Any, ...]) -> SessionRecord:
+        """A listed session; a damaged one is listed too, marked, so the others still show."""
+        try:
+            return _session(row)
+        except _Damaged as exc:
+            damage = str(self._damaged(f"session {row[0]}", exc, str(row[0])))
+        return SessionRecord(
+            id=str(row[0]),
+            goal=str(row[1]),
+            status=SessionStatus(row[2]),
+            workspace=Path(str(row[3])),
+            created_at=_time_or_zero(row[4]),
+            updated_at=_time_or_zero(row[5]),
+            result=str(row[7]),
+            damage=damage,
+        )
 
     def update_session_status(
         self,
@@ -488,6 +540,35 @@ class Store:
     ) -> None:
         """Set the status (and the result and budget, if given) of ``session_id``."""
         self.write_many([StatusWrite(session_id, status, result=result, budget=budget)])
+
+    def session_footprint(self, session_id: str) -> SessionFootprint:
+        """What deleting ``session_id`` would delete; reads no JSON, so a damaged session
+        can be shown and deleted. Raises ``SessionNotFound`` if there is no such session."""
+        with self._read() as conn:
+            return self._footprint(conn, session_id)
+
+    def delete_session(self, session_id: str) -> SessionFootprint:
+        """Delete ``session_id``'s row, cycles, events, artifacts and lease; return what was
+        deleted. The workspace directory and memory items are not the store's to delete.
+
+        Raises ``SessionInUse`` while another holder's lease on it binds (a lease taken
+        through this store does not stop it: take it first to keep runs out meanwhile),
+        and ``SessionNotFound`` if there is no such session.
+        """
+        with self._write() as conn:
+            footprint = self._footprint(conn, session_id)
+            current = self._lease(conn, session_id)
+            if (
+                current is not None
+                and current.live()
+                and current.holder != self._held.get(session_id)
+            ):
+                raise in_use(current)
+            for table in ("cycles", "events", "artifacts", "leases"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._held.pop(session_id, None)
+        return footprint
 
     # -- leases -------------------------------------------------------------------------
 
@@ -544,6 +625,16 @@ class Store:
         finally:
             if self._held.get(lease.session_id) == lease.holder:
                 del self._held[lease.session_id]
+
+    def check_held(self, session_id: str) -> None:
+        """Raise ``SessionInUse`` if this store took ``session_id``'s lease and another
+        holder has it now: checked before a side effect, not only at the next write."""
+        holder = self._held.get(session_id)
+        if holder is None:
+            return
+        current = self.get_lease(session_id)
+        if current is None or current.holder != holder:
+            raise taken_over(session_id, current)
 
     def get_lease(self, session_id: str) -> Lease | None:
         """``session_id``'s lease as stored (live or not), or ``None``."""
@@ -636,19 +727,14 @@ class Store:
             ).fetchall()
             if not rows:
                 self._check_session(conn, session_id)
-        return [
-            CycleRecord(
-                session_id=row[0],
-                number=row[1],
-                plan=json.loads(row[2]),
-                command=json.loads(row[3]),
-                result=json.loads(row[4]),
-                usage=json.loads(row[5]),
-                messages=tuple(_message_from_json(m) for m in json.loads(row[6])),
-                completed_at=row[7],
-            )
-            for row in rows
-        ]
+        cycles = []
+        for row in rows:
+            try:
+                cycles.append(_cycle(row))
+            except _Damaged as exc:
+                where = f"cycle {row[1]} of session {session_id}"
+                raise self._damaged(where, exc, session_id) from None
+        return cycles
 
     def list_events(
         self, session_id: str, *, after_id: int = 0, limit: int = 1000
@@ -662,7 +748,16 @@ class Store:
             ).fetchall()
             if not rows:
                 self._check_session(conn, session_id)
-        return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+        events = []
+        for r in rows:
+            try:
+                data = _object(r[4], "data")
+            except _Damaged as exc:
+                raise self._damaged(
+                    f"event {r[0]} of session {session_id}", exc, session_id
+                ) from None
+            events.append(StoredEvent(r[0], r[1], r[2], r[3], data, r[5]))
+        return events
 
     # -- artifacts ----------------------------------------------------------------------
 
@@ -761,21 +856,26 @@ class Store:
                     f" WHERE memory_fts MATCH ?{scope_sql} ORDER BY rank LIMIT ?",
                     (match, *scope_params, limit),
                 ).fetchall()
-        return [
-            MemoryHit(
-                item=MemoryItem(
-                    text=row[3],
-                    session_id=row[1],
-                    kind=row[2],
-                    id=row[0],
-                    metadata=json.loads(row[4]),
-                    created_at=row[5],
-                ),
-                score=_score(row[6]),
-                backend=backend,
+        hits = []
+        for row in rows:
+            try:
+                metadata = _object(row[4], "metadata")
+            except _Damaged as exc:
+                fix = (
+                    f'delete that item (sqlite3 {self.path} "DELETE FROM memory WHERE id ='
+                    f" '{row[0]}'\"), or restore the file from a backup"
+                )
+                raise self._damaged(f"memory item {row[0]}", exc, fix=fix) from None
+            item = MemoryItem(
+                text=row[3],
+                session_id=row[1],
+                kind=row[2],
+                id=row[0],
+                metadata=metadata,
+                created_at=row[5],
             )
-            for row in rows
-        ]
+            hits.append(MemoryHit(item=item, score=_score(row[6]), backend=backend))
+        return hits
 
     def memory_forget(self, query: MemoryQuery, session_id: str) -> int:
         """Forget items and return how many.
@@ -803,6 +903,26 @@ class Store:
     # -- internals ----------------------------------------------------------------------
 
     def _initialise(self) -> None:
+        try:
+            size: int | None = self.path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        except OSError as exc:
+            raise StorageError(
+                f"Cannot open the session store {self.path}: {exc.strerror or exc}. Fix: check "
+                "that the file and its directory are readable."
+            ) from exc
+        if size is None:
+            self._create()
+        elif size == 0:
+            # Not a new store: ``_create`` never leaves an empty file at the path. Opening it
+            # would quietly start an empty store over whatever it held.
+            raise StorageError(
+                f"The session store {self.path} is empty (0 bytes) but a store was expected: a "
+                "store autogpt creates always holds its schema, so it may have been truncated. "
+                "Fix: move it away (e.g. rename it to *.bak) to start a new one, or restore it "
+                "from a backup."
+            )
         with self._errors("open"), self._connection() as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             self._check_version(version)
@@ -817,6 +937,44 @@ class Store:
                 for migrate in _MIGRATIONS[version:]:
                     migrate(conn)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _create(self) -> None:
+        """Create the file with its schema under a temporary name, then link it into place.
+
+        So the file never exists at ``path`` without its schema, even for a moment: another
+        process opening it meanwhile, or a crash, can never leave it empty there.
+        """
+        temporary = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.new")
+        try:
+            with self._errors("create"):
+                conn = sqlite3.connect(temporary, isolation_level=None, factory=_Connection)
+                try:
+                    # journal_mode is a property of the file: it stays WAL once linked.
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    with self._transaction(conn):
+                        for migrate in _MIGRATIONS:
+                            migrate(conn)
+                        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                finally:
+                    conn.close()
+            try:
+                os.link(temporary, self.path)
+            except FileExistsError:
+                pass  # another process created it first: theirs is as good
+            except OSError:
+                # A file system without hard links: a rename, which could replace a store
+                # created in the same instant by another process; both are new and empty.
+                if not self.path.exists():
+                    os.replace(temporary, self.path)
+        except OSError as exc:
+            raise StorageError(
+                f"Cannot create the session store {self.path}: {exc.strerror or exc}. Fix: "
+                "choose a writable data directory."
+            ) from exc
+        finally:
+            for leftover in (temporary, *(Path(f"{temporary}{end}") for end in ("-wal", "-shm"))):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
 
     def _check_version(self, version: int) -> None:
         if version > SCHEMA_VERSION:
@@ -943,9 +1101,42 @@ class Store:
         ).fetchone()
         return None if row is None else Lease(*row)
 
+    def _footprint(self, conn: _Connection, session_id: str) -> SessionFootprint:
+        row = conn.execute(
+            f"SELECT s.id, s.goal, {_STATUS}, s.workspace,"
+            " (SELECT count(*) FROM cycles WHERE session_id = s.id),"
+            " (SELECT count(*) FROM events WHERE session_id = s.id),"
+            " (SELECT count(*) FROM artifacts WHERE session_id = s.id)"
+            " FROM sessions AS s WHERE s.id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise self._not_found(session_id)
+        return SessionFootprint(
+            id=row[0],
+            goal=str(row[1]),
+            status=SessionStatus(row[2]),
+            workspace=Path(str(row[3])),
+            cycles=row[4],
+            events=row[5],
+            artifacts=row[6],
+        )
+
     def _check_session(self, conn: _Connection, session_id: str) -> None:
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
             raise self._not_found(session_id)
+
+    def _damaged(
+        self, where: str, damage: _Damaged, session_id: str = "", *, fix: str = ""
+    ) -> StorageError:
+        """The error for a row that does not read back: file, row, column and the fix."""
+        fix = fix or (
+            f"delete the session with 'autogpt sessions delete {session_id}', or restore the "
+            "file from a backup"
+        )
+        return StorageError(
+            f"The session store {self.path} is damaged: {where}: {damage}. Fix: {fix}."
+        )
 
     def _not_found(self, session_id: str) -> SessionNotFound:
         return SessionNotFound(
@@ -1091,7 +1282,63 @@ _SESSION_SELECT = (
 )
 
 
+class _Damaged(Exception):
+    """A column that does not read back as what was stored: ``column`` and what is wrong."""
+
+    def __init__(self, column: str, problem: str) -> None:
+        self.column = column
+        self.problem = problem
+        super().__init__(f"its {column} column {problem}")
+
+
+def _refuse_constant(name: str) -> JSON:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(value: object, column: str) -> JSON:
+    """A JSON column's value; ``_Damaged`` naming ``column`` if it does not read back."""
+    if not isinstance(value, str | bytes):
+        # SQLite keeps whatever type was written: a hand edit may leave a number or a blob.
+        raise _Damaged(column, f"holds {type(value).__name__} {_shown(value)}, not JSON text")
+    try:
+        # NaN and Infinity are refused: the store never writes them (allow_nan=False).
+        return json.loads(value, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise _Damaged(
+            column, f"is not valid JSON ({exc.msg} at character {exc.pos}: {_shown(value)})"
+        ) from None
+    except RecursionError:
+        raise _Damaged(column, "is JSON nested too deeply to read") from None
+    except ValueError as exc:  # a refused constant, or bytes that are not UTF-8
+        raise _Damaged(column, f"is not valid JSON ({exc})") from None
+
+
+def _object(value: object, column: str) -> dict[str, JSON]:
+    loaded = _loads(value, column)
+    if not isinstance(loaded, dict):
+        raise _Damaged(column, f"holds {_shown(value)}, not a JSON object")
+    return loaded
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _time_or_zero(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def _session(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
+    """A session row as a record; ``_Damaged`` if a column does not read back."""
+    for index, column in ((4, "created_at"), (5, "updated_at")):
+        if isinstance(row[index], bool) or not isinstance(row[index], int | float):
+            raise _Damaged(column, f"holds {_shown(row[index])}, not a time")
+    budget = _object(row[8], "budget")
+    for name in _BUDGET_NUMBERS:
+        value = budget.get(name)
+        if value is not None and not _is_amount(value):
+            raise _Damaged("budget", f"has {name} {_shown(value)}, not a number >= 0")
     return SessionRecord(
         id=row[0],
         goal=row[1],
@@ -1099,9 +1346,41 @@ def _session(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
         workspace=Path(row[3]),
         created_at=row[4],
         updated_at=row[5],
-        config=json.loads(row[6]),
+        config=_object(row[6], "config"),
         result=row[7],
-        budget=json.loads(row[8]),
+        budget=budget,
+    )
+
+
+def _is_amount(value: object) -> bool:
+    """Whether ``value`` is a finite number >= 0 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+def _cycle(row: tuple[Any, ...]) -> CycleRecord:
+    """A cycle row as a record; ``_Damaged`` if a column does not read back."""
+    raw_messages = _loads(row[6], "messages")
+    if not isinstance(raw_messages, list):
+        raise _Damaged("messages", f"holds {_shown(row[6])}, not a list of messages")
+    messages = []
+    for index, raw in enumerate(raw_messages):
+        try:
+            messages.append(_message_from_json(raw))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise _Damaged(
+                "messages", f"has message {index} {_shown(raw)}, which is not a message"
+            ) from None
+    return CycleRecord(
+        session_id=row[0],
+        number=row[1],
+        plan=_loads(row[2], "plan"),
+        command=_loads(row[3], "command"),
+        result=_loads(row[4], "result"),
+        usage=_loads(row[5], "usage"),
+        messages=tuple(messages),
+        completed_at=row[7],
     )
 
 
@@ -1137,14 +1416,25 @@ def _message_to_json(message: Message) -> dict[str, JSON]:
 
 
 def _message_from_json(data: Mapping[str, Any]) -> Message:
+    """A stored message; ``ValueError`` (or ``KeyError``, ``TypeError``) if it is not one."""
+    content = data.get("content", "")
+    tool_call_id = data.get("tool_call_id")
+    calls = data.get("tool_calls", ())
+    if not isinstance(content, str) or not isinstance(tool_call_id, str | None):
+        raise ValueError("content must be text and tool_call_id text or null")
+    if not isinstance(calls, list | tuple):
+        raise ValueError("tool_calls must be a list")
+    tool_calls = []
+    for call in calls:
+        fields = (call["id"], call["name"], call["arguments"])
+        if not all(isinstance(field, str) for field in fields):
+            raise ValueError("a tool call's id, name and arguments must be text")
+        tool_calls.append(ToolCall(*fields))
     return Message(
         role=Role(data["role"]),
-        content=data.get("content", ""),
-        tool_calls=tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-            for c in data.get("tool_calls", ())
-        ),
-        tool_call_id=data.get("tool_call_id"),
+        content=content,
+        tool_calls=tuple(tool_calls),
+        tool_call_id=tool_call_id,
     )
 
 
@@ -1319,6 +1609,15 @@ class AsyncStore:
         """``Store.resolve_session_id`` in a worker thread."""
         return await trio.to_thread.run_sync(self.store.resolve_session_id, text)
 
+    async def session_footprint(self, session_id: str) -> SessionFootprint:
+        """``Store.session_footprint`` in a worker thread."""
+        return await trio.to_thread.run_sync(self.store.session_footprint, session_id)
+
+    async def delete_session(self, session_id: str) -> SessionFootprint:
+        """``Store.delete_session`` in a worker thread, after the writes already queued."""
+        await self._flush()
+        return await trio.to_thread.run_sync(self.store.delete_session, session_id)
+
     async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease:
         """``Store.acquire_lease`` in a worker thread."""
         return await trio.to_thread.run_sync(
@@ -1332,6 +1631,10 @@ class AsyncStore:
     async def release_lease(self, lease: Lease) -> None:
         """``Store.release_lease`` in a worker thread."""
         await trio.to_thread.run_sync(self.store.release_lease, lease)
+
+    async def check_held(self, session_id: str) -> None:
+        """``Store.check_held`` in a worker thread."""
+        await trio.to_thread.run_sync(self.store.check_held, session_id)
 
     async def get_lease(self, session_id: str) -> Lease | None:
         """``Store.get_lease`` in a worker thread."""

@@ -174,6 +174,8 @@ class PromptBuilder:
     constraints: list[str] = attrs.field(factory=list)
     resources: list[str] = attrs.field(factory=list)
     context: list[str] = attrs.field(factory=list)
+    #: ``(source, text)`` pairs: text from outside, kept out of the system message.
+    data: list[tuple[str, str]] = attrs.field(factory=list)
 
     def add_constraint(self, text: str) -> None:
         self.constraints.append(text)
@@ -182,7 +184,16 @@ class PromptBuilder:
         self.resources.append(text)
 
     def add_context(self, text: str) -> None:
+        """Add words of the plugin's own: they go into the system message."""
         self.context.append(text)
+
+    def add_data(self, text: str, source: str) -> None:
+        """Add text from outside (file names, a page, notes) the model should see.
+
+        It never goes into the system message: the core sends it after the user's goal,
+        quoted as data with ``source`` (see ``quote_data``), as it does command output.
+        """
+        self.data.append((source, text))
 
     def render(self) -> str:
         parts = [f"Your goal: {self.goal}"]
@@ -299,6 +310,10 @@ async def _refuse(permission: str, reason: str) -> bool:
     return False
 
 
+async def _forget_nothing(query: MemoryQuery) -> int:
+    return 0
+
+
 @attrs.frozen
 class CommandContext:
     """Passed to a command function that declares a ``ctx`` parameter.
@@ -312,6 +327,9 @@ class CommandContext:
     session, or when the user allows this call now (shown the whole call and ``reason``);
     ``False`` when refused, and always in continuous (unattended) mode. The plugin's
     manifest must list the permission under ``permissions``.
+
+    ``forget(query)`` forgets what matches ``query`` in every memory backend (the
+    ``memory_forget`` hook) and returns how many items were forgotten.
     """
 
     session: SessionView
@@ -320,6 +338,9 @@ class CommandContext:
     ask_user: Callable[[str], Awaitable[str | None]] = attrs.field(repr=False)
     redact: Callable[[str], str] = attrs.field(default=_unchanged, repr=False)
     ask_permission: Callable[[str, str], Awaitable[bool]] = attrs.field(default=_refuse, repr=False)
+    forget: Callable[[MemoryQuery], Awaitable[int]] = attrs.field(
+        default=_forget_nothing, repr=False
+    )
 
 
 CommandFunction = Callable[..., Any]

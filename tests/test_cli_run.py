@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import socket
@@ -10,7 +11,10 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+
+import pytest
 
 from tests.clirun import autogpt, cli_env
 from tests.fake_openai import FakeOpenAI, FakeToolCall, Reply, fake_openai_in_thread
@@ -350,3 +354,207 @@ def test_what_the_cli_prints_from_outside_cannot_drive_the_terminal(tmp_path: Pa
     for text in (run.stdout, listed.stdout, missing.stderr):
         assert "\x1b" not in text
         assert "\\x1b[2K\\x1b[1Aerased" in text
+
+
+# --- damage, deletion and bad recordings ---------------------------------------------------
+
+
+def _demo_sessions(tmp_path: Path, count: int) -> list[str]:
+    """Run the demo ``count`` times; return the session ids, oldest first."""
+    env = cli_env(tmp_path)
+    for _ in range(count):
+        result = autogpt("run", "--demo", env=env)
+        assert result.returncode == 0, result.stderr
+    listed = json.loads(autogpt("sessions", "--json", env=env).stdout)
+    return [row["id"] for row in reversed(listed)]
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("autogpt: error: ")
+    return line
+
+
+def test_damaged_store_columns_are_reported_in_one_line(tmp_path: Path) -> None:
+    """Damaged JSON in a session's config or budget, or in a cycle's messages: `autogpt
+    sessions` lists every session, marking the damaged one with a one-line warning naming
+    the file, the session, the column and the fix; --resume of it is one line, exit 2."""
+    env = cli_env(tmp_path)
+    db = tmp_path / "data" / "sessions.sqlite3"
+    damaged, healthy = _demo_sessions(tmp_path, 2)
+    for sql, column in [
+        ("UPDATE sessions SET config = '{bad' WHERE id = ?", "config"),
+        ("UPDATE sessions SET budget = '[1' WHERE id = ?", "budget"),
+        ("UPDATE cycles SET messages = 'xx' WHERE session_id = ?", "messages"),
+    ]:
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE sessions SET config = '{}', budget = '{}', status = 'stopped'")
+            conn.execute("UPDATE cycles SET messages = '[]'")
+            conn.execute(sql, (damaged,))
+        listing = autogpt("sessions", env=env)
+        resumed = autogpt("run", "--resume", damaged[:8], env=env)
+        where = f"cycle 1 of session {damaged}" if column == "messages" else f"session {damaged}"
+        expected = f"The session store {db} is damaged: {where}: its {column} column"
+        if column != "messages":
+            assert listing.returncode == 0, listing.stderr
+            rows = {line.split()[0]: line.split() for line in listing.stdout.splitlines()[1:]}
+            assert rows[damaged][3:5] == ["DAMAGED", "?"]
+            assert rows[healthy][3] == "stopped"
+            (warning,) = listing.stderr.splitlines()
+            assert warning.startswith(f"autogpt: warning: {expected}")
+            assert f"'autogpt sessions delete {damaged}'" in warning
+        line = _one_line_error(resumed)
+        assert expected in line, line
+        assert "Fix: delete the session" in line
+
+
+def test_an_empty_store_file_is_noticed_not_started_afresh(tmp_path: Path) -> None:
+    """A 0-byte sessions.sqlite3 (truncated) is refused by `autogpt sessions`, run and
+    --resume in one line saying what happened and how to start anew; it stays 0 bytes."""
+    env = cli_env(tmp_path)
+    db = tmp_path / "data" / "sessions.sqlite3"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"")
+    for args in (["sessions"], ["run", "--demo"], ["run", "--resume", "abc"]):
+        line = _one_line_error(autogpt(*args, env=env))
+        assert f"{db} is empty (0 bytes) but a store was expected" in line, args
+        assert "may have been truncated" in line
+        assert "move it away" in line
+    assert db.stat().st_size == 0
+
+
+def test_sessions_delete_asks_then_deletes_rows_and_memories(tmp_path: Path) -> None:
+    """`autogpt sessions delete PREFIX` shows what it will delete and asks: "n" (or no
+    answer) deletes nothing; "y" deletes the session's rows and, through memory_forget,
+    its memories, keeps its workspace and says so; --yes --workspace removes that too."""
+    env = cli_env(tmp_path)
+    memory = tmp_path / "data" / "plugins" / "memory_sqlite" / "memory.sqlite3"
+    first, second = _demo_sessions(tmp_path, 2)
+
+    def memories(session_id: str) -> int:
+        with sqlite3.connect(memory) as conn:
+            query = "SELECT count(*) FROM memory WHERE session_id = ?"
+            return int(conn.execute(query, (session_id,)).fetchone()[0])
+
+    assert memories(first) > 0
+    for answer in ("n\n", ""):
+        refused = autogpt("sessions", "delete", first[:8], env=env, input=answer)
+        assert refused.returncode == 1, refused.stderr
+        assert f"Session {first} (finished)" in refused.stdout
+        assert "4 cycle(s)" in refused.stdout
+        assert refused.stdout.rstrip().endswith("Nothing deleted.")
+    assert memories(first) > 0
+
+    deleted = autogpt("sessions", "delete", first[:8], env=env, input="y\n")
+    assert deleted.returncode == 0, deleted.stderr
+    workspace = tmp_path / "data" / "workspaces" / first
+    assert f"Delete session {first}? [y/N]" in deleted.stdout
+    assert f"Deleted session {first}: 4 cycle(s)" in deleted.stdout
+    assert f"{memories(second)} memory item(s) forgotten" in deleted.stdout
+    assert f"Kept its workspace {workspace} (remove it with --workspace" in deleted.stdout
+    assert (workspace / "haiku.txt").is_file()
+    assert memories(first) == 0
+    assert memories(second) > 0
+    listed = json.loads(autogpt("sessions", "--json", env=env).stdout)
+    assert [row["id"] for row in listed] == [second]
+    with sqlite3.connect(tmp_path / "data" / "sessions.sqlite3") as conn:
+        for table in ("cycles", "events", "artifacts", "leases"):
+            query = f"SELECT count(*) FROM {table} WHERE session_id = ?"
+            assert conn.execute(query, (first,)).fetchone() == (0,), table
+
+    removed = autogpt("sessions", "delete", second, "--yes", "--workspace", env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert "[y/N]" not in removed.stdout
+    assert f"Removed its workspace {tmp_path / 'data' / 'workspaces' / second}." in removed.stdout
+    assert not (tmp_path / "data" / "workspaces" / second).exists()
+    line = _one_line_error(autogpt("sessions", "delete", second, "--yes", env=env))
+    assert f"No session {second!r}" in line
+
+
+def test_sessions_delete_keeps_a_workspace_the_user_chose(tmp_path: Path) -> None:
+    """--workspace never removes a directory given with `run --workspace`: only one
+    autogpt made under its data directory."""
+    env = cli_env(tmp_path)
+    chosen = tmp_path / "project"
+    assert autogpt("run", "--demo", "--workspace", str(chosen), env=env).returncode == 0
+    (listed,) = json.loads(autogpt("sessions", "--json", env=env).stdout)
+    result = autogpt("sessions", "delete", listed["id"], "--yes", "--workspace", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"Kept its workspace {chosen.resolve()}: it was chosen with --workspace" in (
+        result.stdout
+    )
+    assert (chosen / "haiku.txt").is_file()
+
+
+def test_sessions_delete_refuses_a_running_session(tmp_path: Path) -> None:
+    """A session whose lease a live process holds is refused in one line naming that
+    process, before asking anything; nothing is deleted."""
+    from autogpt_core._lease import Holder
+    from autogpt_core._storage import Store
+
+    env = cli_env(tmp_path)
+    (session_id,) = _demo_sessions(tmp_path, 1)
+    with Store(tmp_path / "data" / "sessions.sqlite3") as store:
+        store.acquire_lease(session_id, Holder.current(), expiry=60)
+        result = autogpt("sessions", "delete", session_id, "--yes", env=env)
+        line = _one_line_error(result)
+        assert f"session {session_id} is being run by process {os.getpid()}" in line
+        assert result.stdout == ""
+        assert store.session_footprint(session_id).cycles == 4
+
+
+def _recording(path: Path, *tool_calls: Mapping[str, object], cost: str = "0") -> Path:
+    exchanges = [
+        {"response": {"tool_calls": [call], "usage": {"cost_usd": "COST"}}} for call in tool_calls
+    ]
+    text = json.dumps({"format": "autogpt-replay", "version": 1, "exchanges": exchanges})
+    path.write_text(text.replace('"COST"', cost), encoding="utf-8")
+    return path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_bad_recordings_are_refused_before_a_session_starts(tmp_path: Path) -> None:
+    """A FIFO, /dev/zero, JSON nested 10,000 deep, a NaN or an infinite cost: each run ends
+    at once with one line naming the recording, and leaves no session behind."""
+    env = cli_env(tmp_path)
+    finish = {"name": "finish", "arguments": {"result": "done"}}
+    fifo = tmp_path / "rec.fifo"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 10_000 + "]" * 10_000, encoding="utf-8")
+    cases = {
+        fifo: "is a FIFO (named pipe), not a regular file",
+        Path("/dev/zero"): "is a device, not a regular file",
+        deep: "nests arrays and objects more than 100 levels deep",
+        _recording(tmp_path / "nan.json", finish, cost="NaN"): "NaN is not a number JSON allows",
+        _recording(tmp_path / "inf.json", finish, cost="1e999"): "cost_usd: must be a number",
+    }
+    for path, expected in cases.items():
+        result = autogpt("run", "g", "--llm", f"replay:{path}", env=env, timeout=60)
+        line = _one_line_error(result)
+        assert f"recording {path} " in line or f"recording {path}:" in line, line
+        assert expected in line, line
+    assert json.loads(autogpt("sessions", "--json", env=env).stdout or "[]") == []
+
+
+def test_deeply_nested_tool_arguments_are_told_to_the_model(tmp_path: Path) -> None:
+    """A tool call whose arguments nest 10,000 lists deep does not end the session: the
+    model is told what was wrong, its next (corrected) call runs, and the session finishes
+    with both cycles stored."""
+    env = cli_env(tmp_path)
+    nested = '{"result": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    recording = _recording(
+        tmp_path / "nested.json",
+        {"name": "finish", "arguments": nested},
+        {"name": "finish", "arguments": {"result": "done"}},
+    )
+    result = autogpt("run", "g", "--llm", f"replay:{recording}", "--no-strict", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "Session finished after 2 cycle(s): done" in result.stdout
+    db = tmp_path / "data" / "sessions.sqlite3"
+    with sqlite3.connect(db) as conn:
+        (plan,) = conn.execute("SELECT plan FROM cycles WHERE number = 1").fetchone()
+    assert "nested more than 64 levels deep" in json.loads(plan)["error"]

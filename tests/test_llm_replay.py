@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import os
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -388,3 +393,125 @@ def test_manifest_is_valid() -> None:
     assert manifest["enabled_by_default"] is True
     assert manifest["permissions"] == []
     assert manifest["capabilities"]["commands"] == []
+
+
+# --- bounded, validated recordings -------------------------------------------------------
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _unblock_fifo_later(path: Path, after: float) -> threading.Thread:
+    """Open ``path`` for writing after ``after`` seconds, then close it: a reader blocked
+    opening the FIFO is released, so a regression fails the test instead of hanging it."""
+
+    def writer() -> None:
+        time.sleep(after)
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_a_device_or_a_directory_is_refused_at_once(tmp_path: Path) -> None:
+    """A recording path that is not a regular file is refused without reading (a FIFO
+    would wait for a writer, /dev/zero never ends), naming the file, what it is and the fix."""
+    fifo = tmp_path / "rec.fifo"
+    os.mkfifo(fifo)
+    thread = _unblock_fifo_later(fifo, after=5.0)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        replay(fifo)
+    assert time.monotonic() - started < 2.0
+    assert f"recording {fifo} is a FIFO (named pipe), not a regular file" in str(info.value)
+    assert "--record FILE" in str(info.value)
+    for path, kind in ((Path("/dev/zero"), "a device"), (tmp_path, "a directory")):
+        with pytest.raises(ConfigError, match=f"is {kind}, not a regular file"):
+            replay(path)
+    thread.join()
+
+
+def test_a_recording_over_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
+    """A file larger than 64 MiB is refused with the limit and what to check."""
+    path = tmp_path / "huge.json"
+    with path.open("wb") as file:
+        file.truncate(llm_replay.MAX_RECORDING_BYTES + 1)  # sparse: nothing is written
+    with pytest.raises(ConfigError) as info:
+        replay(path)
+    assert f"recording {path} is larger than 64 MiB" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 10_000 + "]" * 10_000,
+        json.dumps(
+            {
+                **empty(),
+                "exchanges": [
+                    {"response": {"tool_calls": [{"name": "f", "arguments": _nested(200)}]}}
+                ],
+            }
+        ),
+    ],
+)
+def test_deeply_nested_recordings_are_refused(tmp_path: Path, text: str) -> None:
+    """JSON nested past the limit, whether too deep for the parser or not, is refused
+    naming the file and the limit: never a RecursionError."""
+    path = tmp_path / "deep.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        replay(path)
+    assert f"recording {path} nests arrays and objects more than 100 levels deep" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("cost", "expected"),
+    [
+        ("NaN", "is not valid JSON (NaN is not a number JSON allows)"),
+        ("Infinity", "is not valid JSON (Infinity is not a number JSON allows)"),
+        ("1e999", "usage.cost_usd: must be a number from 0 to 1,000,000, not inf"),
+        ("-0.5", "usage.cost_usd: must be a number from 0 to 1,000,000, not -0.5"),
+        ("1e300", "usage.cost_usd: must be a number from 0 to 1,000,000, not 1e+300"),
+        ('"1"', "usage.cost_usd: must be a number >= 0"),
+    ],
+)
+def test_costs_must_be_finite_and_in_range(tmp_path: Path, cost: str, expected: str) -> None:
+    """A cost that is NaN, infinite, negative or absurd is refused when the file is loaded,
+    before any session starts, so no session is left unable to store its budget."""
+    text = json.dumps(one_exchange()).replace('"completion_tokens": 2', f'"cost_usd": {cost}')
+    path = tmp_path / "cost.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        replay(path)
+    assert f"recording {path}" in str(info.value)
+    assert expected in str(info.value)
+
+
+class _ReportsNaN:
+    """A provider whose usage report is broken."""
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        return LLMResponse(Message(Role.ASSISTANT, "hi"), usage=Usage(cost_usd=math.nan))
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_the_recorder_refuses_a_usage_it_could_not_replay(tmp_path: Path) -> None:
+    """An exchange whose usage is NaN is an LLMError naming the provider, and is not
+    recorded: the file stays valid JSON that loads."""
+    path = tmp_path / "rec.json"
+    recorder = recording_provider(_ReportsNaN(), path)
+    with pytest.raises(LLMError, match=r"usage\.cost_usd: must be a number from 0"):
+        await recorder.complete(FIRST)
+    await recorder.aclose()
+    assert load_recording(path).exchanges == ()

@@ -26,6 +26,7 @@ from hookspecs import (
     PluginSettings,
     RuntimeView,
     SessionView,
+    hookimpl,
 )
 
 PLUGIN_DIR = Path(memory_plugin.__file__).parent
@@ -120,6 +121,43 @@ def test_long_memories_are_shortened_for_the_model(memory: SQLiteMemory) -> None
     assert line.endswith("...")
 
 
+async def test_forget_command_forgets_in_every_backend(tmp_path: Path) -> None:
+    """forget goes through memory_forget to every backend (this one and another) and says
+    how many it forgot; this session's notes only; blank words forget nothing."""
+    from tests.scripted import _reply, _run, _tool_answers
+
+    class OtherBackend:
+        def __init__(self) -> None:
+            self.asked: list[MemoryQuery] = []
+
+        @hookimpl
+        def memory_forget(self, session: Any, query: MemoryQuery) -> int:
+            self.asked.append(query)
+            return 2 if "staging" in query.text else 0
+
+    other = OtherBackend()
+    replies = [
+        _reply("remember", {"text": "The staging server is called kestrel"}, "r1"),
+        _reply("remember", {"text": "Tests run with pytest"}, "r2"),
+        _reply("forget", {"query": "   "}, "f0"),
+        _reply("forget", {"query": "staging"}, "f1"),
+        _reply("forget", {"query": "kubernetes"}, "f2"),
+        _reply("recall", {"query": "staging pytest"}, "c1"),
+        _reply("finish", {"result": "ok"}, "end"),
+    ]
+    _, provider, _ = await _run(tmp_path, replies, extra_plugins=[other])
+    answers = [_tool_answers(request)[-1] for request in provider.requests[3:7]]
+    assert "Nothing forgotten: give words" in answers[0]
+    assert "Forgot 3 memories matching 'staging'." in answers[1]
+    assert "No memories of this session match 'kubernetes'" in answers[2]
+    assert "Tests run with pytest" in answers[3]
+    assert "kestrel" not in answers[3]
+    assert [(q.text, q.scope, q.kinds) for q in other.asked] == [
+        ("staging", "session", ("note",)),
+        ("kubernetes", "session", ("note",)),
+    ]
+
+
 def test_path_setting_is_taken_from_the_data_dir(tmp_path: Path) -> None:
     """A relative 'path' is inside the data dir; an absolute one is used as is."""
     plugin = SQLiteMemory()
@@ -172,7 +210,7 @@ def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
     registered: dict[str, Any] = {}
     memory_plugin.register_commands(register=lambda name, fn: registered.setdefault(name, fn))
     declared = {command["name"]: command for command in manifest["capabilities"]["commands"]}
-    assert registered.keys() == declared.keys() == {"remember", "recall"}
+    assert registered.keys() == declared.keys() == {"remember", "recall", "forget"}
     for name, function in registered.items():
         params = inspect.signature(function).parameters
         properties = declared[name]["parameters"]["properties"]
@@ -180,7 +218,8 @@ def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
         for param in params.values():
             if param.name in properties and "default" in properties[param.name]:
                 assert param.default == properties[param.name]["default"], (name, param.name)
-        assert getattr(function, BLOCKING_ATTR, False), name
+        # Disk work runs in a worker thread; forget awaits the core's memory_forget hook.
+        assert getattr(function, BLOCKING_ATTR, False) or inspect.iscoroutinefunction(function)
     assert set(manifest["config"]["settings"]) == {"path"}
 
 

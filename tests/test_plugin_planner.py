@@ -95,6 +95,49 @@ async def test_arguments_that_are_not_an_object_become_an_error() -> None:
     assert "not a JSON object: got an array" in plan.error
 
 
+async def test_deeply_nested_arguments_become_an_error_the_model_can_correct() -> None:
+    """Arguments nested past the limit (10,000 lists deep, or just one level too many) give
+    no call and an error saying so and what to do; at the limit they are a call."""
+    limit = planner.MAX_ARGUMENT_DEPTH
+    cases = {
+        10_000: '{"content": ' + "[" * 10_000 + "]" * 10_000 + "}",
+        limit + 1: '{"content": ' + "[" * limit + "]" * limit + "}",
+        limit: '{"content": ' + "[" * (limit - 1) + "]" * (limit - 1) + "}",
+    }
+    for depth, raw in cases.items():
+        complete, _ = scripted(assistant("", ("write_file", raw)))
+        plan = await planner.plan(session=SESSION, context=context_for(complete))
+        if depth <= limit:
+            assert plan.call is not None, depth
+            assert plan.error is None, depth
+            continue
+        assert plan.call is None, depth
+        assert plan.error == (
+            f"your call to write_file had arguments nested more than {limit} levels deep "
+            "(arrays and objects within each other); call it again with flatter arguments"
+        )
+
+
+async def test_arguments_too_long_or_not_finite_become_errors() -> None:
+    """Over-long arguments are refused unparsed; NaN, Infinity and numbers that overflow to
+    infinity (which no store or schema accepts) are refused, each with what to do."""
+    too_long = '{"content": "' + "x" * planner.MAX_ARGUMENT_CHARS + '"}'
+    expected = {
+        too_long: "more than the 1,000,000 allowed; call it again with shorter arguments",
+        '{"n": NaN}': "NaN is not a number JSON allows",
+        '{"n": -Infinity}': "-Infinity is not a number JSON allows",
+        '{"n": [1e999]}': "a number too large to represent (such as 1e999)",
+    }
+    for raw, problem in expected.items():
+        complete, _ = scripted(assistant("", ("write_file", raw)))
+        plan = await planner.plan(session=SESSION, context=context_for(complete))
+        assert plan.call is None
+        assert plan.error is not None
+        assert plan.error.startswith("your call to write_file had ")
+        assert problem in plan.error
+        assert len(plan.error) < 300
+
+
 async def test_empty_tool_name_becomes_an_error() -> None:
     """A tool call without a name gives no call and an error."""
     complete, _ = scripted(assistant("hmm", (" ", "{}")))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autogpt_core._errors import SessionNotFound, StorageError
+from autogpt_core._errors import SessionInUse, SessionNotFound, StorageError
 from autogpt_core._lease import Holder
 from autogpt_core._storage import (
     _MIGRATIONS,
@@ -38,7 +39,12 @@ from hookspecs import (
     Role,
     ToolCall,
 )
-from tests.strategies import session_id_prefixes, session_id_sets
+from tests.strategies import (
+    STORE_JSON_COLUMNS,
+    damaged_json,
+    session_id_prefixes,
+    session_id_sets,
+)
 
 
 @pytest.fixture
@@ -650,3 +656,223 @@ def test_forget_respects_kinds(tmp_path: Path) -> None:
         assert store.memory_forget(MemoryQuery("", kinds=("observation",)), "s") == 1
         (hit,) = store.memory_recall(MemoryQuery(""), "s")
     assert hit.item.kind == "note"
+
+
+# --- damage: empty files, damaged JSON columns -----------------------------------------
+
+
+def test_an_empty_file_is_refused_not_started_afresh(tmp_path: Path) -> None:
+    """A 0-byte store file (truncated) raises StorageError naming it and the fix, and is
+    left as it was rather than quietly made an empty store."""
+    path = tmp_path / "sessions.sqlite3"
+    path.write_bytes(b"")
+    with pytest.raises(StorageError) as info:
+        Store(path)
+    message = str(info.value)
+    assert f"{path} is empty (0 bytes) but a store was expected" in message
+    assert "truncated" in message
+    assert "move it away" in message
+    assert path.stat().st_size == 0
+
+
+def test_stores_opened_at_once_on_a_missing_file_all_open(tmp_path: Path) -> None:
+    """Processes creating the same new store at the same moment all succeed: the file
+    never shows up empty to one of them (it is linked into place with its schema)."""
+    path = tmp_path / "data" / "sessions.sqlite3"
+    code = textwrap.dedent(
+        f"""
+        import sys, time
+        from autogpt_core._storage import Store
+        time.sleep(max(0.0, {time.time() + 1.0} - time.time()))
+        with Store({str(path)!r}) as store:
+            store.create_session("g", "/ws", session_id=sys.argv[1])
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, f"s{n}"], stderr=subprocess.PIPE, text=True)
+        for n in range(6)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    with Store(path) as store:
+        assert store.list_sessions().total == 6
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".new")] == []
+
+
+def _damage(path: Path, table: str, column: str, value: object) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(f"UPDATE {table} SET {column} = ?", (value,))
+    finally:
+        conn.close()
+
+
+def _stored(path: Path) -> None:
+    """A session "s" with a cycle, an event and a memory item, and a session "other"."""
+    with Store(path) as store:
+        store.create_session("g", "/ws", session_id="s", status="finished")
+        store.create_session("other goal", "/ws2", session_id="other", status="finished")
+        store.record_cycle(
+            CycleRecord("s", 1, plan={"text": "t"}, messages=(Message(Role.USER, "hi"),)),
+            events=[_event("s", 1)],
+            budget={"cycles": 1},
+        )
+        store.memory_store(MemoryItem("a note", "s", id="m1"))
+
+
+def _reads(store: Store) -> list[Callable[[], object]]:
+    return [
+        lambda: store.get_session("s"),
+        lambda: store.list_sessions(),
+        lambda: store.load_cycles("s"),
+        lambda: store.list_events("s"),
+        lambda: store.memory_recall(MemoryQuery("note"), "s"),
+        lambda: store.memory_recall(MemoryQuery(""), "s"),
+        lambda: store.resolve_session_id("s"),
+        lambda: store.last_completed_cycle("s"),
+        lambda: store.session_footprint("s"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value", "where"),
+    [
+        ("sessions", "config", "{bad", "session s: its config column"),
+        ("sessions", "budget", "[1", "session s: its budget column"),
+        ("sessions", "budget", '{"cycles": "x"}', "session s: its budget column"),
+        ("sessions", "config", "[1]", "session s: its config column"),
+        ("cycles", "messages", "not json", "cycle 1 of session s: its messages column"),
+        ("cycles", "messages", '[{"role": "nobody"}]', "cycle 1 of session s: its messages"),
+        ("cycles", "usage", "NaN", "cycle 1 of session s: its usage column"),
+        ("events", "data", "[" * 5000 + "]" * 5000, "of session s: its data column"),
+        ("memory", "metadata", b"\xff", "memory item m1: its metadata column"),
+    ],
+)
+def test_damaged_json_names_file_session_column_and_fix(
+    tmp_path: Path, table: str, column: str, value: object, where: str
+) -> None:
+    """A JSON column that does not read back raises StorageError naming the file, the row
+    and the column, with the fix; never a JSONDecodeError, KeyError or RecursionError."""
+    path = tmp_path / "sessions.sqlite3"
+    _stored(path)
+    _damage(path, table, column, value)
+    raised = []
+    with Store(path) as store:
+        for read in _reads(store):
+            try:
+                read()
+            except StorageError as exc:
+                raised.append(str(exc))
+    assert raised, "the damage went unnoticed"
+    for message in raised:
+        assert f"The session store {path} is damaged: " in message
+        assert where in message
+        assert "Fix: " in message
+        assert "\n" not in message
+
+
+def test_listing_marks_a_damaged_session_and_lists_the_others(tmp_path: Path) -> None:
+    """list_sessions lists every session; the damaged one carries the damage message and
+    empty config and budget, the others read as stored."""
+    path = tmp_path / "sessions.sqlite3"
+    _stored(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("UPDATE sessions SET budget = '{bad' WHERE id = 's'")
+    conn.close()
+    with Store(path) as store:
+        listed = {s.id: s for s in store.list_sessions().items}
+        assert listed.keys() == {"s", "other"}
+        assert "session s: its budget column is not valid JSON" in listed["s"].damage
+        assert (listed["s"].budget, listed["s"].goal) == ({}, "g")
+        assert listed["other"].damage == ""
+        assert listed["other"] == store.get_session("other")
+
+
+def test_random_damage_to_json_columns_is_a_storage_error(tmp_path: Path) -> None:
+    """Whatever a JSON column is damaged into, every read returns or raises StorageError
+    naming the file and the column: never another exception."""
+    template = tmp_path / "template.sqlite3"
+    _stored(template)
+    counter = iter(range(10**6))
+
+    @settings(max_examples=60, deadline=None)
+    @given(target=st.sampled_from(STORE_JSON_COLUMNS), value=damaged_json)
+    def check(target: tuple[str, str], value: object) -> None:
+        path = tmp_path / f"{next(counter)}.sqlite3"
+        path.write_bytes(template.read_bytes())
+        _damage(path, *target, value)
+        raised = []
+        with Store(path) as store:
+            for read in _reads(store):
+                try:
+                    read()
+                except StorageError as exc:
+                    raised.append(str(exc))
+        for message in raised:
+            assert f"The session store {path} is damaged: " in message
+            assert f"its {target[1]} column" in message
+
+    check()
+
+
+# --- deleting a session ----------------------------------------------------------------
+
+
+def test_delete_session_removes_its_rows_and_nothing_else(tmp_path: Path) -> None:
+    """delete_session removes the session, its cycles, events, artifacts and lease, says
+    how many of each, and leaves other sessions and all memory items alone."""
+    path = tmp_path / "sessions.sqlite3"
+    _stored(path)
+    with Store(path) as store:
+        store.add_artifact("s", "out.txt")
+        store.append_event(_event("other", 0))
+        before = store.session_footprint("s")
+        deleted = store.delete_session("s")
+        assert deleted == before
+        assert (deleted.cycles, deleted.events, deleted.artifacts) == (1, 1, 1)
+        assert (deleted.goal, deleted.workspace) == ("g", Path("/ws"))
+        with pytest.raises(SessionNotFound):
+            store.get_session("s")
+        with pytest.raises(SessionNotFound):
+            store.delete_session("s")
+        assert len(store.list_events("other")) == 1
+        assert store.get_lease("s") is None
+        assert len(store.memory_recall(MemoryQuery(""), "s")) == 1  # memory is not the store's
+    conn = sqlite3.connect(path)
+    try:
+        for table in ("cycles", "events", "artifacts"):
+            count = conn.execute(f"SELECT count(*) FROM {table} WHERE session_id = 's'")
+            assert count.fetchone()[0] == 0, table
+    finally:
+        conn.close()
+
+
+def test_delete_session_refuses_a_session_another_holder_runs(tmp_path: Path) -> None:
+    """A live lease of another holder refuses the deletion (SessionInUse, nothing deleted);
+    the lease taken through the same store does not, and a lapsed one does not."""
+    path = tmp_path / "sessions.sqlite3"
+    _stored(path)
+    with Store(path) as runner, Store(path) as deleter:
+        runner.acquire_lease("s", Holder.current(), expiry=30)
+        with pytest.raises(SessionInUse, match="is being run by process"):
+            deleter.delete_session("s")
+        assert deleter.session_footprint("s").cycles == 1
+        deleter.acquire_lease("other", Holder.current(), expiry=30)
+        assert deleter.delete_session("other").id == "other"
+        runner.acquire_lease("s2", Holder.current(), expiry=30, now=1000.0)
+        deleter.create_session("g", "/ws", session_id="s2")
+        assert deleter.delete_session("s2").id == "s2"
+
+
+def test_a_damaged_session_can_still_be_shown_and_deleted(tmp_path: Path) -> None:
+    """session_footprint and delete_session read no JSON: a session whose columns are
+    damaged can be deleted, as the damage message advises."""
+    path = tmp_path / "sessions.sqlite3"
+    _stored(path)
+    _damage(path, "sessions", "config", "{bad")
+    _damage(path, "cycles", "messages", "[[[")
+    with Store(path) as store:
+        assert store.session_footprint("s").cycles == 1
+        assert store.delete_session("s").events == 1
+        assert [s.id for s in store.list_sessions().items] == ["other"]

@@ -14,6 +14,9 @@ from hookspecs import LLMProvider, ProviderOptions, RegisterLLMProvider, hookimp
 
 from ._recording import FORMAT_NAME as FORMAT_NAME
 from ._recording import FORMAT_VERSION as FORMAT_VERSION
+from ._recording import MAX_COST_USD as MAX_COST_USD
+from ._recording import MAX_DEPTH as MAX_DEPTH
+from ._recording import MAX_RECORDING_BYTES as MAX_RECORDING_BYTES
 from ._recording import Exchange as Exchange
 from ._recording import Recording as Recording
 from ._recording import RecordingProvider as RecordingProvider
@@ -74,6 +77,9 @@ __all__ = [
     "Exchange",
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "MAX_COST_USD",
+    "MAX_DEPTH",
+    "MAX_RECORDING_BYTES",
     "PROVIDER_NAME",
     "RECORD_PROVIDER_NAME",
     "Recording",

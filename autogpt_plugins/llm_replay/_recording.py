@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,16 @@ FORMAT_VERSION = 1
 
 #: How a user turns strict checking off; part of every mismatch message.
 NON_STRICT_HINT = "replay it non-strict with --no-strict"
+
+#: A recording file larger than this is refused unread: recordings of long sessions are a
+#: few megabytes, and a path such as /dev/zero must not fill memory.
+MAX_RECORDING_BYTES = 64 * 1024 * 1024
+#: Arrays and objects nested deeper than this are refused: a recording needs about ten
+#: levels, tool-call arguments given as objects a few more.
+MAX_DEPTH = 100
+#: A recorded request costing more than this (USD) is refused: no request costs that much,
+#: and the session's sum of costs must stay a finite number to be stored.
+MAX_COST_USD = 1_000_000.0
 
 
 # --- the request summary and what strict mode compares ---------------------------------
@@ -208,9 +219,19 @@ def _count(value: JSON, field: str) -> int:
 
 
 def _cost(value: JSON, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Invalid(field, "must be a number >= 0")
+    # Not `value < 0`: NaN compares false with everything, and 1e999 reads as infinity.
+    if not 0 <= value <= MAX_COST_USD:
+        raise _Invalid(field, f"must be a number from 0 to {MAX_COST_USD:,.0f}, not {value!r}")
     return float(value)
+
+
+def check_usage(usage: Usage, field: str) -> None:
+    """Raise ``_Invalid`` unless ``usage`` holds whole token counts and a cost as recorded."""
+    _count(usage.prompt_tokens, f"{field}.prompt_tokens")
+    _count(usage.completion_tokens, f"{field}.completion_tokens")
+    _cost(usage.cost_usd, f"{field}.cost_usd")
 
 
 # --- the file ----------------------------------------------------------------------------
@@ -242,7 +263,8 @@ class Recording:
 
     def dumps(self) -> str:
         """The file's text: indented JSON, so a recording reads well in a diff."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        # allow_nan=False: NaN is not JSON, and no reader (this one included) accepts it.
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
     def from_json(cls, data: JSON, source: str = "<recording>") -> Recording:
@@ -279,25 +301,109 @@ def _exchanges(data: JSON) -> list[Exchange]:
 
 
 def load_recording(path: str | os.PathLike[str]) -> Recording:
-    """Read a recording file; raise ``ConfigError`` naming the file, the problem and the fix."""
+    """Read a recording file; raise ``ConfigError`` naming the file, the problem and the fix.
+
+    Only a regular file of at most ``MAX_RECORDING_BYTES`` is read (a FIFO would block, a
+    device never end), and only JSON nested at most ``MAX_DEPTH`` deep, without NaN or
+    Infinity, is accepted.
+    """
     source = os.fspath(path)
+    text = _read_bounded(source)
+    rerecord = f"re-record it with --record {source}"
+    data: JSON = None
+    too_deep = False
     try:
-        text = Path(source).read_text(encoding="utf-8")
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"recording {source} is not valid JSON ({exc.msg} at line {exc.lineno} column "
+            f"{exc.colno}): fix it, or {rerecord}"
+        ) from None
+    except RecursionError:
+        too_deep = True
+    except ValueError as exc:  # NaN or Infinity, or an integer too long to convert
+        raise ConfigError(
+            f"recording {source} is not valid JSON ({exc}): fix it, or {rerecord}"
+        ) from None
+    if too_deep or _nested_deeper(data, MAX_DEPTH):
+        raise ConfigError(
+            f"recording {source} nests arrays and objects more than {MAX_DEPTH} levels deep, "
+            f"which no recording needs: fix it, or {rerecord}"
+        )
+    return Recording.from_json(data, source)
+
+
+def _refuse_constant(name: str) -> JSON:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _read_bounded(source: str) -> str:
+    """The text of the regular file ``source``, at most ``MAX_RECORDING_BYTES`` of it."""
+    limit = f"{MAX_RECORDING_BYTES // (1024 * 1024)} MiB"
+    try:
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer, forever.
+        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise ConfigError(
             f"recording {source} does not exist: check the path given to --llm "
             f"replay:FILE, or make one with --record {source}"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"recording {source} cannot be read: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"recording {source} cannot be read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"recording {source} is {_kind_of(info.st_mode)}, not a regular file: give "
+                "the path of a recording file, e.g. one made with --record FILE"
+            )
+        data = b""
+        if info.st_size <= MAX_RECORDING_BYTES:
+            with os.fdopen(os.dup(fd), "rb") as file:
+                data = file.read(MAX_RECORDING_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"recording {source} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if info.st_size > MAX_RECORDING_BYTES or len(data) > MAX_RECORDING_BYTES:
         raise ConfigError(
-            f"recording {source} is not valid JSON ({exc.msg} at line {exc.lineno} column "
-            f"{exc.colno}): fix it, or re-record it with --record {source}"
+            f"recording {source} is larger than {limit}, more than any recording needs: "
+            "check the path, or record a shorter session with --max-cycles"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"recording {source} cannot be read: it is not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start}): give the path of a recording file, e.g. one made with --record FILE"
         ) from None
-    return Recording.from_json(data, source)
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def _nested_deeper(value: JSON, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep in ``value`` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if not isinstance(item, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item)
+    return False
 
 
 # --- the providers -------------------------------------------------------------------------
@@ -395,6 +501,15 @@ class RecordingProvider:
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Ask the wrapped provider, record the exchange, return its response."""
         response = await self.inner.complete(request)
+        try:
+            check_usage(response.usage, "usage")
+        except _Invalid as exc:
+            # Refused rather than recorded: the file would not replay, and the session
+            # could not store its budget.
+            raise LLMError(
+                f"{self.inner!r} reported {exc} (got {response.usage!r}): the provider's "
+                "usage report is wrong; this exchange was not recorded"
+            ) from None
         async with self._lock:
             self._exchanges.append(Exchange(request_summary(request), response))
             await self._write()

@@ -165,6 +165,7 @@ def configure(settings: PluginSettings) -> None:
 def register_commands(register: RegisterCommand) -> None:
     register("remember", remember)
     register("recall", recall)
+    register("forget", forget)
 
 
 @blocking
@@ -177,6 +178,19 @@ def remember(ctx: CommandContext, text: str) -> str:
 def recall(ctx: CommandContext, query: str, limit: int = 5, scope: str = "session") -> str:
     """Search long-term memory."""
     return _memory.recall(ctx, query, limit, scope)
+
+
+async def forget(ctx: CommandContext, query: str) -> str:
+    """Forget this session's memories that match ``query``, in every memory backend."""
+    if not query.strip():
+        # An empty query means "everything" to memory_forget: never the model's by accident.
+        return "Nothing forgotten: give words of the memory to forget, e.g. 'staging server'."
+    # Notes of this session only, as recall shows them: the core's per-cycle observations
+    # are its record, and other sessions' notes are not this one's to drop.
+    count = await ctx.forget(MemoryQuery(text=query, scope="session", kinds=("note",)))
+    if not count:
+        return f"No memories of this session match {query!r}; nothing was forgotten."
+    return f"Forgot {count} {'memory' if count == 1 else 'memories'} matching {query!r}."
 
 
 @hookimpl

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from hookspecs import (
     CommandCall,
@@ -15,6 +16,12 @@ from hookspecs import (
     Usage,
     hookimpl,
 )
+
+#: Tool-call arguments longer than this (characters of JSON) are refused, not parsed.
+MAX_ARGUMENT_CHARS = 1_000_000
+#: Arrays and objects nested deeper than this in tool-call arguments are refused: no
+#: command needs more, and every later step (validation, copying, storing) recurses.
+MAX_ARGUMENT_DEPTH = 64
 
 CONSTRAINTS = (
     "Act only through the offered tools, calling exactly one tool per reply.",
@@ -54,10 +61,7 @@ def plan_from_message(message: Message, usage: Usage) -> Plan:
     else:
         arguments, problem = _parse_arguments(tool_call.arguments)
         if arguments is None:
-            error = (
-                f"your call to {name} had arguments that are not a JSON object: {problem}; "
-                "call it again with valid JSON"
-            )
+            error = f"your call to {name} had {problem}"
         else:
             call = CommandCall(command=name, arguments=arguments, call_id=tool_call.id)
     return Plan(
@@ -66,18 +70,67 @@ def plan_from_message(message: Message, usage: Usage) -> Plan:
 
 
 def _parse_arguments(raw: str) -> tuple[dict[str, object] | None, str]:
-    """Return ``(arguments, "")``, or ``(None, what is wrong)``."""
+    """Return ``(arguments, "")``, or ``(None, what is wrong and what to do)``."""
     if not raw.strip():
         # Some OpenAI-compatible servers send "" rather than "{}" for a call without
         # arguments; that is not a mistake the model should be told about.
         return {}, ""
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        return None, (
+            f"arguments of {len(raw):,} characters, more than the {MAX_ARGUMENT_CHARS:,} "
+            "allowed; call it again with shorter arguments, splitting the work over several "
+            "calls"
+        )
+    flatter = (
+        f"arguments nested more than {MAX_ARGUMENT_DEPTH} levels deep (arrays and objects "
+        "within each other); call it again with flatter arguments"
+    )
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        return None, f"{exc.msg} at line {exc.lineno} column {exc.colno} in {_shorten(raw)}"
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno} in {_shorten(raw)}"
+        return None, f"{_NOT_JSON}: {where}; call it again with valid JSON"
+    except RecursionError:
+        return None, flatter
+    except ValueError as exc:  # NaN or Infinity, or an integer too long to convert
+        return None, f"{_NOT_JSON}: {exc} in {_shorten(raw)}; call it again with valid JSON"
     if not isinstance(value, dict):
-        return None, f"got {_JSON_KINDS.get(type(value), 'a value')} {_shorten(raw)}"
+        kind = _JSON_KINDS.get(type(value), "a value")
+        return None, f"{_NOT_JSON}: got {kind} {_shorten(raw)}; call it again with valid JSON"
+    found = _unusable(value, MAX_ARGUMENT_DEPTH)
+    if found == "deep":
+        return None, flatter
+    if found == "infinite":
+        return None, (
+            "arguments with a number too large to represent (such as 1e999); call it again "
+            "with numbers in range"
+        )
     return value, ""
+
+
+_NOT_JSON = "arguments that are not a JSON object"
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _unusable(value: object, limit: int) -> str:
+    """``"deep"`` if arrays and objects nest more than ``limit`` deep in ``value``,
+    ``"infinite"`` if it holds a number too large for a float (``1e999``), else ``""``."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return "infinite"
+        if isinstance(item, dict):
+            item = list(item.values())
+        if not isinstance(item, list):
+            continue
+        if depth > limit:
+            return "deep"
+        stack.extend((child, depth + 1) for child in item)
+    return ""
 
 
 _JSON_KINDS: dict[type, str] = {
