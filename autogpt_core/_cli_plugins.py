@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._config import Config, load_config, set_plugin_state
@@ -19,6 +21,15 @@ if TYPE_CHECKING:
 # These mirror _loader's constants (tests/test_cli_plugins.py checks they agree).
 BROKEN = "broken"
 LOADED = "loaded"
+
+
+def _say(*parts: object, file: Any = None) -> None:
+    """``print``, made safe: manifests, import errors and plugin text are written by
+    plugins, which could otherwise move the cursor, erase lines or hide their own words
+    (their permissions, say) from the person reading."""
+    from hookspecs import printable
+
+    print(printable(" ".join(map(str, parts))), file=file)
 
 
 def add_plugins_parser(sub: Any) -> None:
@@ -102,11 +113,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     ]
     records.sort(key=lambda r: r.id)
     if args.json:
-        print(json.dumps([_row(r) for r in records], indent=2))
+        _say(json.dumps([_row(r) for r in records], indent=2))
         return 0
     if not records:
         builtins = sum(1 for r in plugins.records.values() if r.builtin)
-        print(
+        _say(
             "No third-party plugins installed. "
             f"'autogpt plugins list --all' shows the {builtins} built-in ones."
         )
@@ -118,7 +129,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         line = f"{r.id:<{width}}  {row['version'] or '?':<8}  {r.status:<8}  {origin}"
         if r.status == BROKEN:
             line += f"\n{'':<{width}}  ! {r.reason}"
-        print(line)
+        _say(line)
     return 0
 
 
@@ -138,6 +149,8 @@ def _find(plugins_or_records: list[PluginRecord], plugin_id: str) -> PluginRecor
 
 def cmd_info(args: argparse.Namespace) -> int:
     from importlib.metadata import PackageNotFoundError, version
+
+    from hookspecs import printable
 
     from ._loader import scan
 
@@ -181,7 +194,8 @@ def cmd_info(args: argparse.Namespace) -> int:
                     "aliases": list(c.aliases),
                     "description": c.description,
                     "permissions": list(c.permissions),
-                    "parameters": c.parameters,
+                    "parameters": _parameters(c.parameters),
+                    "parameters_schema": c.parameters,
                 }
                 for c in manifest.commands
             ],
@@ -200,34 +214,86 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
     info["hooks"] = hooks
     if args.json:
-        print(json.dumps(info, indent=2, default=str))
+        _say(json.dumps(info, indent=2, default=str))
         return 0
-    print(f"{info['id']} {info.get('version') or ''} — {info['name']}")
+    _say(f"{info['id']} {info.get('version') or ''} — {info['name']}")
     for key in ("description", "distribution", "status", "reason", "manifest", "homepage"):
         if info.get(key):
-            print(f"  {key}: {info[key]}")
+            _say(f"  {key}: {info[key]}")
     if manifest is not None:
-        print(f"  permissions: {', '.join(manifest.permissions) or 'none'}")
+        _say(f"  permissions: {', '.join(manifest.permissions) or 'none'}")
         for key in ("requires", "load_after", "load_before", "codeowners"):
             if info[key]:
-                print(f"  {key}: {', '.join(info[key])}")
+                _say(f"  {key}: {', '.join(info[key])}")
         if hooks is None:
             why = "disabled" if not record.enabled else "not loaded"
-            print(f"  hooks: (not imported: the plugin is {why})")
+            _say(f"  hooks: (not imported: the plugin is {why})")
         else:
-            print(f"  hooks: {', '.join(hooks) or 'none'}")
+            _say(f"  hooks: {', '.join(hooks) or 'none'}")
         for c in info["commands"]:
             alias = f" (aliases: {', '.join(c['aliases'])})" if c["aliases"] else ""
             perms = f" [needs {', '.join(c['permissions'])}]" if c["permissions"] else ""
-            print(f"  command {c['name']}{alias}{perms}: {c['description']}")
+            _say(f"  command {c['name']}{alias}{perms}: {c['description']}")
+            for param in c["parameters"]:
+                _say("    " + printable(_parameter_line(param), newlines=False))
         for s in info["settings"]:
             env = f" (env ${s['env']})" if s["env"] else ""
             secret = " [secret]" if s["secret"] else ""
-            print(f"  setting {s['name']}: {s['type']}{env}{secret} {s['description']}")
+            _say(f"  setting {s['name']}: {s['type']}{env}{secret} {s['description']}")
         for r in info["requirements"]:
             state = f"installed {r['installed']}" if r["installed"] else "MISSING"
-            print(f"  requirement {r['requirement']}: {state}")
+            _say(f"  requirement {r['requirement']}: {state}")
     return 0
+
+
+def _parameters(schema: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A command's parameters from its JSON Schema: name, type, required, description and
+    default (``None`` when the schema gives none), in the schema's order."""
+    required = schema.get("required") or []
+    rows = []
+    for name, prop in (schema.get("properties") or {}).items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        rows.append(
+            {
+                "name": name,
+                "type": _schema_type(prop),
+                "required": name in required,
+                "description": str(prop.get("description", "")),
+                "default": prop.get("default"),
+            }
+        )
+    return rows
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str:
+    """A JSON Schema's type in words: ``string``, ``array of string``, ``integer or null``."""
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(map(str, kind))
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return f"array of {_schema_type(schema['items'])}"
+    if isinstance(kind, str):
+        return kind
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return " or ".join(
+                _schema_type(o) if isinstance(o, Mapping) else "any" for o in options
+            )
+    return "any"
+
+
+def _parameter_line(param: Mapping[str, Any]) -> str:
+    """``path (string, required): The file.`` -- one parameter of ``plugins info``."""
+    facts = [param["type"], "required" if param["required"] else "optional"]
+    if param["default"] is not None:
+        facts.append(f"default {json.dumps(param['default'])}")
+    description = f": {param['description']}" if param["description"] else ""
+    return f"{param['name']} ({', '.join(facts)}){description}"
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
@@ -257,7 +323,7 @@ def cmd_enable(args: argparse.Namespace) -> int:
         names = ", ".join(needed)
         if not args.yes:
             if not sys.stdin.isatty():
-                print(
+                _say(
                     f"autogpt: error: {', '.join(wanted)} requires {names}, which "
                     f"{'is' if len(needed) == 1 else 'are'} disabled; rerun with --yes to enable "
                     "them too",
@@ -266,15 +332,15 @@ def cmd_enable(args: argparse.Namespace) -> int:
                 return 1
             answer = input(f"{', '.join(wanted)} requires {names}. Enable {names} too? [y/N] ")
             if answer.strip().lower() not in {"y", "yes"}:
-                print("Nothing changed.")
+                _say("Nothing changed.")
                 return 1
         wanted.extend(needed)
     set_plugin_state(config.path, wanted, enabled=True)
-    print(f"Enabled {', '.join(wanted)} in {config.path}")
+    _say(f"Enabled {', '.join(wanted)} in {config.path}")
     after = {r.id: r for r in scan(_config(args, must_exist=False))}
     for plugin_id in wanted:
         if after[plugin_id].status == BROKEN:
-            print(f"Warning: {plugin_id} will not load: {after[plugin_id].reason}", file=sys.stderr)
+            _say(f"Warning: {plugin_id} will not load: {after[plugin_id].reason}", file=sys.stderr)
     return 0
 
 
@@ -294,9 +360,9 @@ def cmd_disable(args: argparse.Namespace) -> int:
         and r.id not in args.plugin_ids
     )
     set_plugin_state(config.path, list(args.plugin_ids), enabled=False)
-    print(f"Disabled {', '.join(args.plugin_ids)} in {config.path}")
+    _say(f"Disabled {', '.join(args.plugin_ids)} in {config.path}")
     if dependents:
-        print(f"Note: {', '.join(dependents)} require(s) it and will not load until it is enabled.")
+        _say(f"Note: {', '.join(dependents)} require(s) it and will not load until it is enabled.")
     return 0
 
 
@@ -304,7 +370,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         config = _config(args)
     except ConfigError as exc:
-        print(f"config: {exc}")
+        _say(f"config: {exc}")
         return 1
     plugins = _load(args, config)
     problems = []
@@ -319,10 +385,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     loaded = len(plugins.loaded)
     if problems:
         for problem in problems:
-            print(f"✗ {problem}")
-        print(f"{len(problems)} problem(s); {loaded} plugin(s) loaded")
+            _say(f"✗ {problem}")
+        _say(f"{len(problems)} problem(s); {loaded} plugin(s) loaded")
         return 1
-    print(f"✓ {len(plugins.records)} plugin(s) checked, {loaded} loaded, no problems")
+    _say(f"✓ {len(plugins.records)} plugin(s) checked, {loaded} loaded, no problems")
     return 0
 
 
@@ -349,7 +415,8 @@ def cmd_install(args: argparse.Namespace) -> int:
             requirement.name = f"autogpt-plugin-{requirement.name}"
         specs.append(str(requirement))
     command = [sys.executable, "-m", "pip", "install", *specs]
-    print("$ " + " ".join(command))
+    # Quoted as a shell reads it: 'hello>=1.0' pasted unquoted would redirect to a file.
+    _say("$ " + shlex.join(command))
     if args.dry_run:
         return 0
     return subprocess.call(command)
@@ -362,10 +429,10 @@ def cmd_codeowners(args: argparse.Namespace) -> int:
     records = scan(config)
     owners = {r.id: list(r.manifest.codeowners) if r.manifest else [] for r in records}
     if args.json:
-        print(json.dumps(owners, indent=2))
+        _say(json.dumps(owners, indent=2))
         return 0
     for plugin_id, people in owners.items():
-        print(f"{plugin_id}: {' '.join(people) or '(none)'}")
+        _say(f"{plugin_id}: {' '.join(people) or '(none)'}")
     return 0
 
 
@@ -386,5 +453,5 @@ def cmd_new(args: argparse.Namespace) -> int:
         )
 
     path = create_plugin(args.plugin_id, args.directory)
-    print(f"Created {path}. Install it with: pip install -e {path}")
+    _say(f"Created {path}. Install it with: pip install -e {path}")
     return 0

@@ -160,16 +160,24 @@ async def hold_lease(
     lost: list[SessionInUse] = []
     raised: BaseException | None = None
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_heartbeat, store, lease, period, expiry, lost, nursery.cancel_scope)
-            try:
-                yield lease
-            except BaseException as exc:
-                # Re-raised below, outside the nursery, so that callers see the body's own
-                # exception rather than an ExceptionGroup around it.
-                raised = exc
-            finally:
-                nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    _heartbeat, store, lease, period, expiry, lost, nursery.cancel_scope
+                )
+                try:
+                    yield lease
+                except BaseException as exc:
+                    # Re-raised below, outside the nursery, so that callers see the body's
+                    # own exception rather than an ExceptionGroup around it.
+                    raised = exc
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup:
+            # An outer cancellation reached the heartbeat too: the nursery raises a group
+            # of its Cancelled, which must not hide what the body raised (Ctrl-C, say).
+            if raised is None:
+                raise
     finally:
         with trio.CancelScope(shield=True):
             await store.release_lease(lease)

@@ -4,9 +4,10 @@ One rule decides what is secret, used everywhere (the masking boundary, manifest
 the environment of processes the agent starts):
 
 - the values of settings a manifest declares ``secret`` (read through ``secrets:NAME``);
-- the values of environment variables whose names look secret: a whole ``_``-separated
-  word of the name is one of ``SECRET_WORDS`` (``GITHUB_TOKEN``, ``DB_PASSWD``,
-  ``MY_SERVICE_KEY``, ``AWS_SHARED_CREDENTIALS``; not ``MAX_TOKENS`` or ``KEYBOARD``);
+- the values of environment variables whose names look secret (``is_secret_name``:
+  ``GITHUB_TOKEN``, ``DB_PASSWD``, ``MY_SERVICE_KEY``, ``PGPASSWORD``, ``SENTRY_DSN``; not
+  ``MAX_TOKENS``, ``KEYBOARD`` or ``TOKEN_TYPE``), and the password of any URL in the
+  environment (``DATABASE_URL=postgres://app:PASSWORD@db/app``);
 - the API key a session's model is called with.
 
 Values shorter than ``MIN_SECRET_LENGTH`` characters are not masked: a one-letter "key"
@@ -27,36 +28,92 @@ from hookspecs import LLMRequest, LLMResponse, Message
 
 MASK = "***"
 MIN_SECRET_LENGTH = 6
-SECRET_WORDS = (
-    "API_KEY",
-    "APIKEY",
-    "KEY",
-    "TOKEN",
-    "SECRET",
-    "PASSWORD",
-    "PASSWD",
-    "PASS",
-    "PASSPHRASE",
-    "CREDENTIAL",
-    "CREDENTIALS",
-    "AUTH",
-    "COOKIE",
+#: A name holding one of these as a whole ``_``-separated word holds a secret.
+SECRET_WORDS = frozenset(
+    {
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWORDS",
+        "PASSWD",
+        "PASS",
+        "PWD",  # MYSQL_PWD; not PWD alone, the working directory
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "COOKIE",
+        "PAT",
+        "JWT",
+        "DSN",
+        "WEBHOOK",
+    }
 )
-_SECRET_NAME = re.compile(
-    r"(?:^|_)(?:" + "|".join(SECRET_WORDS) + r")(?:_|$)",
-    re.IGNORECASE,
+#: A word ending in one of these holds a secret too: PGPASSWORD, APITOKEN, SECRETKEY.
+SECRET_ENDINGS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY", "SECRETKEY", "PASSPHRASE")
+#: A last word saying that the variable describes a secret rather than holds one:
+#: TOKEN_TYPE=Bearer, AUTH_METHOD=password, SSH_AUTH_SOCK=/tmp/ssh-XXX/agent.1.
+DESCRIBING_WORDS = frozenset(
+    {
+        "TYPE",
+        "METHOD",
+        "MODE",
+        "SOCK",
+        "PATH",
+        "FILE",
+        "DIR",
+        "HOST",
+        "PORT",
+        "USER",
+        "USERNAME",
+        "NAME",
+        "URL",
+        "URI",
+        "ENDPOINT",
+        "REGION",
+        "TIMEOUT",
+        "EXPIRY",
+        "LENGTH",
+        "SIZE",
+        "ALGORITHM",
+        "VERSION",
+    }
 )
+# The password of scheme://user:password@host (DATABASE_URL, REDIS_URL), whatever the name.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:([^/@\s]+)@")
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether an environment variable called ``name`` holds a secret, by its name."""
-    return _SECRET_NAME.search(name) is not None
+    """Whether an environment variable called ``name`` holds a secret, by its name.
+
+    It does when one of its ``_``-separated words is in ``SECRET_WORDS`` or ends with one
+    of ``SECRET_ENDINGS`` -- unless its last word is in ``DESCRIBING_WORDS`` (and it is not
+    a webhook or DSN, which are secrets whole). ``PWD`` alone is the working directory.
+    """
+    words = name.upper().split("_")
+    if len(words) == 1 and words[0] == "PWD":
+        return False
+    secret = any(w in SECRET_WORDS or w.endswith(SECRET_ENDINGS) for w in words)
+    if not secret:
+        return False
+    if words[-1] in DESCRIBING_WORDS and not {"WEBHOOK", "DSN"} & set(words):
+        return False
+    return True
 
 
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values of the variables in ``environ`` (``os.environ``) whose names look secret."""
+    """The secrets in ``environ`` (``os.environ``): the values of variables whose names
+    look secret, and the password of any URL with one (``postgres://u:PASSWORD@host``)."""
     env = os.environ if environ is None else environ
-    return [value for name, value in env.items() if is_secret_name(name)]
+    found = [value for name, value in env.items() if is_secret_name(name)]
+    for value in env.values():
+        if "://" in value:
+            found.extend(m.group(1) for m in _URL_PASSWORD.finditer(value))
+    return found
 
 
 class Redactor:

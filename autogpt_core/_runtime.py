@@ -58,6 +58,41 @@ _STORED_OPTIONS = (
 )
 
 
+# The type each stored option must have (None allowed for all but the booleans).
+_OPTION_TYPES: dict[str, type | tuple[type, ...]] = {
+    "llm": str,
+    "model": str,
+    "base_url": str,
+    "max_cycles": int,
+    "max_tokens": int,
+    "max_cost": (int, float),
+    "continuous": bool,
+    "strict_replay": bool,
+}
+
+
+def _stored_options(session_id: str, config: Any, path: Path) -> dict[str, Any]:
+    """The options stored with a session, checked: the store is a file anyone can edit."""
+    if not isinstance(config, dict):
+        raise ConfigError(
+            f"{path}: the stored options of session {session_id} are not a mapping; "
+            "start a new session, or delete this one with 'autogpt sessions delete'"
+        )
+    for name in _STORED_OPTIONS:
+        if name not in config:
+            continue
+        value, want = config[name], _OPTION_TYPES[name]
+        nullable = want is not bool
+        wrong_bool = isinstance(value, bool) and want is not bool
+        if (value is None and nullable) or (isinstance(value, want) and not wrong_bool):
+            continue
+        raise ConfigError(
+            f"{path}: session {session_id} has a stored option {name}={value!r}, which is "
+            "not valid (the store was damaged or edited); start a new session"
+        )
+    return dict(config)
+
+
 class _ProviderBridge:
     """The core's own ``llm_request`` implementation: the session's provider answers."""
 
@@ -165,14 +200,18 @@ class Runtime:
         tb: TracebackType | None,
     ) -> None:
         with trio.CancelScope(shield=True):
-            with trio.move_on_after(self.hook_timeout or 30):
-                await self.pm.ahook.autogpt_shutdown.call(
-                    {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
-                )
-            if self._store is not None:
-                await self._store.aclose()
-                self._store = None
-            self.pm.unregister(name=CORE_PLUGIN_NAME)
+            try:
+                with trio.move_on_after(self.hook_timeout or 30):
+                    await self.pm.ahook.autogpt_shutdown.call(
+                        {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
+                    )
+            finally:
+                # Whatever shutdown did (a Ctrl-C into a blocked plugin, say), the store is
+                # closed: its group commit holds the last cycle's rows.
+                if self._store is not None:
+                    await self._store.aclose()
+                    self._store = None
+                self.pm.unregister(name=CORE_PLUGIN_NAME)
 
     def _warn(self, error: HookError) -> None:
         print(f"autogpt: warning: {self.redact(str(error))}", file=sys.stderr)
@@ -299,7 +338,7 @@ class Runtime:
                     f"session {session_id} works in {record.workspace}; a resumed session keeps "
                     "its workspace: drop --workspace"
                 )
-            saved = dict(record.config)
+            saved = _stored_options(session_id, record.config, self.store_path)
             defaults = RunOptions()
             merged = attrs.evolve(
                 given,

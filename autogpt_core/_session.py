@@ -12,8 +12,12 @@ A session is a trio task. Each cycle:
 
 An event goes through ``on_event`` at every step. A command's failure (exception, invalid
 arguments, timeout, refusal) becomes the observation the model sees next cycle; too many
-consecutive failures end the session. Hooks other than ``plan`` are *isolated*: a plugin
-that raises or overruns its deadline is reported as an error event and the session goes on.
+consecutive failures end the session. Hooks other than ``plan`` and ``llm_request`` are
+*isolated*: a plugin that raises or overruns its deadline is reported as an error event and
+the session goes on. ``plan`` and ``llm_request`` have deadlines too (the provider's own
+request timeout, retries included, plus ``limits.hook_timeout``); a plugin that raises
+there, overruns, or returns something else than a ``Plan``/``LLMResponse`` is reported the
+same way and the cycle counts as failed (the model is not asked to fix a plugin).
 """
 
 from __future__ import annotations
@@ -57,19 +61,27 @@ from hookspecs import (
     Role,
     SessionOutcome,
     SessionView,
+    Usage,
     quote_data,
 )
 
 from ._commands import RegisteredCommand
 from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied, SessionInUse
+from ._hookcall import stall_interrupts
 from ._redact import masked_message
-from ._storage import CycleRecord, SessionStatus
+from ._storage import CycleRecord, SessionStatus, Store
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
 
 _MAX_OBSERVATION = 4000
 _GOAL_MEMORIES = 3
+# How long one model request may take, for a provider whose plugin has no ``timeout`` and
+# ``max_retries`` settings: the openai client's defaults (llm_openai's settings say the same).
+_MODEL_TIMEOUT = 60.0
+_MODEL_RETRIES = 2
+# The openai client's longest pause between two tries, when the server sends no Retry-After.
+_RETRY_PAUSE = 8.0
 
 
 @attrs.frozen
@@ -254,14 +266,77 @@ class Session:
     # -- the model ----------------------------------------------------------------------
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Send ``request`` through the ``llm_request`` hook (the provider is its last impl)."""
+        """Send ``request`` through the ``llm_request`` hook (the provider is its last impl).
+
+        A plugin failing there raises a ``HookError`` naming it, out of the planner.
+        """
         if request.model is None and self.options.model:
             request = attrs.evolve(request, model=self.options.model)
-        response = await self.runtime.pm.ahook.llm_request(session=self.view, request=request)
+        response = await self.runtime.pm.ahook.llm_request.call(
+            {"session": self.view, "request": request},
+            timeout=self._model_request_seconds(),
+            returns=LLMResponse,
+        )
         if response is None:
             raise LLMError("no plugin answered the model request: enable an LLM provider plugin")
         assert isinstance(response, LLMResponse)
         return response
+
+    def _provider_seconds(self) -> float:
+        """How long the provider may take over one request, its retries included.
+
+        From its plugin's ``timeout`` and ``max_retries`` settings, as the openai client
+        uses them (each try up to ``timeout``, pauses between tries), or the client's
+        defaults for a provider whose plugin has no such settings.
+        """
+        spec = self.options.llm or self.runtime.config.llm_provider or "openai"
+        owner = self.runtime.plugins.providers.get(spec.partition(":")[0])
+        record = self.runtime.plugins.records.get(owner[0]) if owner is not None else None
+        values = record.settings.values if record is not None and record.settings else {}
+        timeout, retries = values.get("timeout"), values.get("max_retries")
+        seconds = float(timeout) if isinstance(timeout, int | float) else _MODEL_TIMEOUT
+        tries = int(retries) + 1 if isinstance(retries, int | float) else _MODEL_RETRIES + 1
+        return seconds * tries + _RETRY_PAUSE * (tries - 1)
+
+    def _model_request_seconds(self) -> float:
+        """The deadline of an ``llm_request`` call: the provider's, plus ``hook_timeout`` for
+        the plugins around it. No deadline when ``limits.hook_timeout`` is null."""
+        margin = self.runtime.hook_timeout
+        return math.inf if margin is None else self._provider_seconds() + margin
+
+    def _plan_seconds(self) -> float:
+        """The deadline of a ``plan`` call: one model request and ``hook_timeout`` besides."""
+        margin = self.runtime.hook_timeout
+        return math.inf if margin is None else self._model_request_seconds() + margin
+
+    async def plan(self, view: SessionView, context: PlanningContext) -> Plan | None:
+        """The cycle's plan, or ``None`` when a plugin failed at ``plan`` or at the model
+        request inside it (raised, overran its deadline, returned another type); that is
+        reported as an error event naming the plugin.
+
+        A provider's ``LLMError`` (a rejected key, an unknown model, a replay mismatch)
+        still ends the session: another cycle would fail the same way.
+        """
+        try:
+            plan = await self.runtime.pm.ahook.plan.call(
+                {"session": view, "context": context},
+                timeout=self._plan_seconds(),
+                returns=Plan,
+            )
+        except HookError as error:
+            if isinstance(error.__cause__, LLMError):
+                raise
+            await self.report(error)
+            return None
+        if plan is None:
+            raise LLMError("no planner proposed anything: enable the 'planner' plugin")
+        assert isinstance(plan, Plan)
+        return plan
+
+    async def forget(self, query: MemoryQuery) -> int:
+        """``memory_forget`` in every backend; how many items they forgot in all."""
+        answers = await self.hook("memory_forget", query=query) or []
+        return sum(n for n in answers if isinstance(n, int) and not isinstance(n, bool))
 
     async def ask_user(self, question: str) -> str | None:
         if self.options.continuous:
@@ -301,7 +376,28 @@ class Session:
         return None
 
     async def run(self) -> SessionOutcome:
-        """Run cycles until the session finishes, fails, is stopped or runs out of budget."""
+        """Run cycles until the session finishes, fails, is stopped or runs out of budget.
+
+        A Ctrl-C reaches even a plugin that blocks the event loop (``stall_interrupts``):
+        the session then ends ``interrupted``, saved.
+        """
+        with stall_interrupts(self._save_abandoned):
+            return await self._run()
+
+    def _save_abandoned(self) -> None:
+        """Save the session as interrupted from the stall watchdog's thread, the loop being
+        stuck, just before the process exits: through a connection of its own."""
+        if self.taken_over:
+            return
+        with Store(self.runtime.store_path) as store:
+            store.update_session_status(
+                self.id,
+                SessionStatus.INTERRUPTED,
+                result="stopped before finishing: a plugin blocked the event loop",
+                budget=self.budget,
+            )
+
+    async def _run(self) -> SessionOutcome:
         self.completed = self.cycle
         outcome = SessionOutcome(status="failed", cycles=self.cycle)
         try:
@@ -357,12 +453,19 @@ class Session:
         return outcome
 
     async def _finish(self, outcome: SessionOutcome) -> None:
-        with trio.move_on_after(self.runtime.hook_timeout or 30):
-            await self.hook("session_end", outcome=outcome)
-            await self.emit(
-                EventKind.SESSION_END,
-                {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
-            )
+        try:
+            with trio.move_on_after(self.runtime.hook_timeout or 30):
+                await self.hook("session_end", outcome=outcome)
+                await self.emit(
+                    EventKind.SESSION_END,
+                    {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
+                )
+        finally:
+            # Also when a plugin stuck in session_end or on_event was interrupted by Ctrl-C
+            # (a KeyboardInterrupt raised inside it): the store must say how the session ended.
+            await self._save_outcome(outcome)
+
+    async def _save_outcome(self, outcome: SessionOutcome) -> None:
         events, self.pending_events = self.pending_events, []
         if self.taken_over:
             return
@@ -387,22 +490,38 @@ class Session:
         await self.hook("build_prompt", prompt=prompt)
         redact = self.runtime.redactor.text
         system = Message(Role.SYSTEM, redact(prompt.render()))
-        # Notes of earlier sessions are data the user's goal may use, never instructions:
-        # they go after the goal, quoted, not into the system message.
-        notes = (
-            [Message(Role.USER, quote_data("\n".join(self.memories), "notes of earlier sessions"))]
-            if self.memories
-            else []
-        )
+        # Notes of earlier sessions and what plugins added as data (file names, ...) are
+        # text from outside: after the goal, quoted with their source, never in the system
+        # message.
+        data = [(source, text) for source, text in prompt.data if text]
+        if self.memories:
+            data.insert(0, ("notes of earlier sessions", "\n".join(self.memories)))
+        quoted = "\n\n".join(quote_data(text, source) for source, text in data)
+        outside = [Message(Role.USER, redact(quoted))] if data else []
         context = PlanningContext(
-            messages=(system, Message(Role.USER, self.goal), *notes, *self.history),
+            messages=(system, Message(Role.USER, self.goal), *outside, *self.history),
             tools=self.runtime.plugins.commands.tool_specs(),
             complete=self.complete,
             model=self.options.model,
         )
-        plan = await self.runtime.pm.ahook.plan(session=view, context=context)
-        if not isinstance(plan, Plan):
-            raise LLMError("no planner proposed anything: enable the 'planner' plugin")
+        planned = await self.plan(view, context)
+        if planned is None:
+            # A plugin failed, not the model's answer: nothing is added to the conversation.
+            self.failures += 1
+            self.budget = attrs.evolve(self.budget, cycles=self.budget.cycles + 1)
+            self.refresh_view()
+            failed = Plan(error="no plan this cycle: a plugin failed (see the error event)")
+            await self._commit(failed, None, [])
+            return None
+        plan = planned
+        usage_problem = _usage_problem(plan)
+        if usage_problem is not None:
+            # A planner's or provider's bad numbers would poison the budget for good (a NaN
+            # cost cannot even be stored): the cycle fails, its usage is not counted.
+            await self.emit(
+                EventKind.ERROR, _error_data("(the plan implementation)", "plan", usage_problem)
+            )
+            plan = attrs.evolve(plan, usage=Usage())
         self.budget = attrs.evolve(
             self.budget,
             cycles=self.budget.cycles + 1,
@@ -447,11 +566,15 @@ class Session:
             observation = result.output if result.ok else f"Error: {result.error}"
             self.failures = 0 if result.ok else self.failures + 1
 
-        # A command's output is text from outside (a file, a page, a process): the model
-        # reads it quoted, as data with its source. The rest are the core's own words.
+        # Masked before it is shortened: a secret cut in two would be matched by neither half.
+        observation = self.runtime.redactor.text(observation)
+        # What a command returned, output or error, is text from outside (a file, a page, a
+        # process, a server's error): the model reads it quoted, as data with its source.
+        # A veto, a bad answer or no command called are the core's own words.
         shown = _short(observation)
-        if result is not None and result.ok and plan.call is not None:
-            shown = quote_data(shown, f"output of {plan.call.command}")
+        if result is not None and plan.call is not None:
+            what = "output" if result.ok else "error"
+            shown = quote_data(shown, f"{what} of {plan.call.command}")
         # Kept masked: the next request to the model, the store and a resumed session
         # all see "***" where a secret was.
         added = [self._redact_message(m) for m in self._conversation(plan, shown)]
@@ -465,6 +588,13 @@ class Session:
                 created_at=time.time(),
             ),
         )
+        await self._commit(plan, result, added)
+        if result is not None and result.ok and result.final:
+            return result.output
+        return None
+
+    async def _commit(self, plan: Plan, result: CommandResult | None, added: list[Message]) -> None:
+        """Commit the cycle: its record, its events and the budget, in one transaction."""
         await self.emit(
             EventKind.BUDGET,
             {
@@ -493,19 +623,18 @@ class Session:
             budget=self.budget,
         )
         self.completed = self.cycle
-        if result is not None and result.ok and result.final:
-            return result.output
-        return None
 
     def _redact_message(self, message: Message) -> Message:
         return masked_message(message, self.runtime.redactor.text)
 
     def _memory_text(self, plan: Plan, observation: str) -> str:
+        # Masked, then shortened: a secret cut in two would be matched by neither half.
+        redact = self.runtime.redactor.text
         if plan.call is None:
-            return self.runtime.redactor.text(_short(f"Cycle {self.cycle}: {observation}", 1000))
+            return _short(redact(f"Cycle {self.cycle}: {observation}"), 1000)
         args = json.dumps(dict(plan.call.arguments), sort_keys=True, default=str)
-        return self.runtime.redactor.text(
-            _short(f"Cycle {self.cycle}: {plan.call.command}({args}) -> {observation}", 1000)
+        return _short(
+            redact(f"Cycle {self.cycle}: {plan.call.command}({args}) -> {observation}"), 1000
         )
 
     def _conversation(self, plan: Plan, observation: str) -> list[Message]:
@@ -583,12 +712,19 @@ class Session:
             ask_user=self.ask_user,
             redact=self.runtime.redactor.text,
             ask_permission=functools.partial(self.ask_permission, call, command),
+            forget=self.forget,
         )
         result: CommandResult | None = None
+        # The last moment before the side effect: a process that stalled (stopped, swapped
+        # out, asleep at a prompt) past its lease must not run a command another process
+        # may be running too.
+        await self.runtime.store.check_held(self.id)
         with trio.move_on_after(timeout if timeout else math.inf) as scope:
             self._command_scope = scope
             try:
                 result = await command.invoke(copy.deepcopy(dict(call.arguments)), ctx)
+            except SessionInUse:
+                raise  # taken over while the command waited for a person: stop here
             except Exception as exc:  # the plugin's failure is the model's observation
                 result = CommandResult.failure(
                     f"command {command.name!r} failed: {type(exc).__name__}: {exc}"
@@ -630,6 +766,9 @@ class Session:
                 await self._consent(call, command, (permission,), reason=reason)
         except PermissionDenied:
             return False
+        # The person may have answered long after the question: if another process has
+        # taken the session over meanwhile, this one must not act on it.
+        await self.runtime.store.check_held(self.id)
         return True
 
     async def _consent(
@@ -699,6 +838,23 @@ class Session:
             )
         if isinstance(answer, Confirmation) and answer.remember:
             self.granted.update((plugin_id, p) for p in missing)
+
+
+def _usage_problem(plan: Plan) -> str | None:
+    """What is wrong with a plan's usage numbers, if anything (they go into the budget)."""
+    usage = plan.usage
+    if not isinstance(usage, Usage):
+        return f"the plan's usage is {type(usage).__name__}, not a Usage"
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = getattr(usage, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"the plan's usage.{name} is {value!r}, not a whole number of tokens"
+    cost = usage.cost_usd
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost):
+        return f"the plan's usage.cost_usd is {cost!r}, not a finite number"
+    if cost < 0:
+        return f"the plan's usage.cost_usd is {cost!r}, less than 0"
+    return None
 
 
 def new_session_id() -> str:

@@ -31,11 +31,39 @@ def _escape(char: str) -> str:
     return f"\\U{code:08x}"
 
 
+# Unicode's default-ignorable code points (DerivedCoreProperties.txt) that Python calls
+# printable, and a few blanks: a terminal shows nothing for them, so text could carry data
+# (variation-selector smuggling) or look like something it is not.
+_INVISIBLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2800, 0x2800),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+
+
+_INVISIBLE_CHARS = re.compile(
+    "[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _INVISIBLE) + "]"
+)
+
+
 def _unsafe(char: str) -> bool:
     # Python's "not printable": C0 and C1 controls, DEL, bidi overrides and zero-width
     # characters (Cf), line and paragraph separators, every space but " " (a no-break
     # space passes for one), surrogates, private use and unassigned code points.
-    return char not in _LAYOUT and not char.isprintable()
+    if char in _LAYOUT:
+        return False
+    if not char.isprintable():
+        return True
+    code = ord(char)
+    return code >= 0x034F and any(low <= code <= high for low, high in _INVISIBLE)
 
 
 def printable(text: str, *, newlines: bool = True) -> str:
@@ -46,8 +74,13 @@ def printable(text: str, *, newlines: bool = True) -> str:
     ``\\x08``, ``\\u202e``; so do spaces other than " " (``\\xa0``). A backslash is
     left alone, so the result is for reading, not for parsing back.
     """
-    if text.isprintable() and (newlines or "\n" not in text):
-        return text  # the common case, without a per-character look
+    # The common case, at C speed: nothing to escape.
+    if (
+        text.replace("\n", "").replace("\t", "").isprintable()
+        and (newlines or "\n" not in text)
+        and (text.isascii() or not _INVISIBLE_CHARS.search(text))
+    ):
+        return text
     out = []
     for char in text:
         if char == "\n" and not newlines:

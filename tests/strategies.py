@@ -482,6 +482,10 @@ _HOSTILE_CHARS = st.sampled_from(
         "\u2066",
         "\u200b",
         "\u2028",
+        "\ufe0f",
+        "\U000e0100",
+        "\u3164",
+        "\u2800",
         "\n",
         "\t",
         " " * 50,
@@ -555,3 +559,352 @@ session_id_sets = st.sets(st.text(_ID_LETTERS, min_size=1, max_size=4), min_size
 
 #: What a user may type for a session id: possibly empty, possibly no id's start.
 session_id_prefixes = st.text(_ID_LETTERS, max_size=4)
+
+
+# --- hostile manifests and parameter schemas (tests/test_manifest.py, test_commands.py) --
+
+_YAML_SCALARS = st.sampled_from(("lol", "1", "x y", '"q"', "null", "2.5", "true"))
+
+
+@st.composite
+def aliased_yaml(draw: st.DrawFn) -> str:
+    """Flow-style YAML whose nodes carry anchors and aliases: repeated ones ("billion
+    laughs"), ones that point at an enclosing node (recursive), and unknown ones."""
+    anchors: list[str] = []
+
+    def node(depth: int) -> str:
+        if draw(st.integers(0, 3)) == 0:
+            names = [*anchors, "nowhere"]
+            return "*" + draw(st.sampled_from(names))
+        anchor = ""
+        if draw(st.integers(0, 2)) == 0:
+            anchors.append(f"a{len(anchors)}")
+            anchor = f"&{anchors[-1]} "
+        kind = draw(st.sampled_from(("scalar", "list", "map"))) if depth < 4 else "scalar"
+        if kind == "scalar":
+            return anchor + draw(_YAML_SCALARS)
+        # Added before the children: they may alias the node that contains them.
+        items = [node(depth + 1) for _ in range(draw(st.integers(0, 4)))]
+        if kind == "list":
+            return anchor + "[" + ", ".join(items) + "]"
+        return anchor + "{" + ", ".join(f"k{i}: {item}" for i, item in enumerate(items)) + "}"
+
+    text = node(0)
+    if "&" not in text and "*" not in text:
+        text = f"&top [{text}, *top]"
+    where = draw(st.sampled_from(("alone", "in_manifest", "merge")))
+    if where == "alone":
+        return text
+    manifest = yaml.safe_dump(valid_manifest_dict())
+    if where == "merge":
+        return manifest + f"base: &base {{x: {text}}}\nother: {{<<: *base}}\n"
+    return manifest + f"extra: {text}\n"
+
+
+@st.composite
+def deeply_nested_yaml(draw: st.DrawFn) -> str:
+    """Lists and mappings nested 33 to 400 levels deep, in flow or block style."""
+    depth = draw(st.integers(33, 400))
+    style = draw(st.sampled_from(("flow_list", "flow_map", "block")))
+    if style == "flow_list":
+        return "[" * depth + "1" + "]" * depth
+    if style == "flow_map":
+        return "{a: " * depth + "1" + "}" * depth
+    return "".join(" " * i + "k:\n" for i in range(depth - 1)) + " " * (depth - 1) + "k: 1\n"
+
+
+hostile_yaml = st.one_of(aliased_yaml(), deeply_nested_yaml())
+
+_PATTERNS = st.one_of(
+    st.sampled_from(
+        ("^a+$", "^(a+)+$", "(", "[", "a{4294967296}", "\\d", "^[a-z]*$", "(?P<x>a)(?P=x)")
+    ),
+    st.text(alphabet="a()[]+*?|^$\\{}1,", max_size=8),
+)
+_REFS = st.sampled_from(
+    (
+        "#",
+        "#/$defs/a",
+        "#/$defs/missing",
+        "#/properties",
+        "#/required",
+        "#/$defs/a/type",
+        "#anchor",
+        "#bad/anchor",
+        "other.json",
+        "other.json#/$defs/a",
+        "https://example.com/s.json",
+        "https://json-schema.org/draft/2020-12/schema",
+        "http://[::1",
+    )
+)
+_leaf_schemas = st.one_of(
+    st.booleans(),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(("string", "integer", "object", "array", "strnig", 5)),
+            "pattern": _PATTERNS,
+            "$ref": _REFS,
+            "minLength": st.integers(-1, 3),
+            "$anchor": st.sampled_from(("anchor", "1bad")),
+            "enum": st.lists(st.sampled_from(("a", 1, None)), max_size=2),
+        },
+    ),
+)
+
+
+def _schema_children(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    names = st.sampled_from(("a", "b", "$ref"))
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.just("object"),
+            "properties": st.dictionaries(names, children, max_size=3),
+            "patternProperties": st.dictionaries(_PATTERNS, children, max_size=2),
+            "additionalProperties": children,
+            "items": children,
+            "anyOf": st.lists(children, min_size=1, max_size=2),
+            "$defs": st.dictionaries(st.sampled_from(("a", "b")), children, max_size=2),
+            "$id": st.sampled_from(("other.json", "https://example.com/root.json")),
+            "$ref": _REFS,
+        },
+    )
+
+
+_subschemas = st.recursive(_leaf_schemas, _schema_children, max_leaves=8)
+
+
+@st.composite
+def parameter_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    """A command's parameters: type object, with patterns, $refs (resolvable or not) and
+    nested objects, valid JSON Schema or not."""
+    schema = draw(_schema_children(_subschemas))
+    if draw(st.integers(0, 5)):
+        schema["type"] = "object"
+    return schema
+
+
+_argument_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 5) | st.text(alphabet="ab!", max_size=12),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(("a", "b")), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+#: Arguments for a command of ``parameter_schemas()``.
+argument_dicts = st.dictionaries(st.sampled_from(("a", "b", "$ref", "aa")), _argument_values)
+
+
+# --- config files (tests/test_config.py) ---------------------------------------------------
+# Written from docs/configuration.md, not from the schema in autogpt_core/_config.py, so
+# that the property tests compare two descriptions instead of the schema with itself.
+
+import re  # noqa: E402 - here, not at the top: this section was appended to the module
+
+_positive_ints = st.integers(1, 10**12)
+_positive_numbers = _positive_ints | st.floats(min_value=0, exclude_min=True, allow_nan=False)
+_not_positive = st.integers(max_value=0) | st.floats(max_value=0) | st.just(float("nan"))
+_not_numbers = (
+    st.booleans()
+    | st.text(max_size=5)
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
+)
+_texts = st.text(max_size=20)
+_not_texts = (
+    st.booleans() | st.integers() | st.floats(allow_nan=False) | st.lists(_texts, max_size=2)
+)
+_grantable = st.sampled_from(_PERMISSIONS) | st.from_regex(
+    r"secrets:[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True
+)
+_not_plugin_ids = st.one_of(
+    _texts.filter(lambda s: not re.fullmatch(r"[a-z][a-z0-9_-]{0,63}", s)),
+    st.integers(),
+    st.none(),
+    st.lists(plugin_ids, max_size=1),
+)
+_not_permissions = st.one_of(
+    _texts.filter(
+        lambda s: s not in _PERMISSIONS and not re.fullmatch(r"secrets:[A-Za-z_]\w*", s, re.A)
+    ),
+    st.integers(),
+    st.none(),
+)
+
+
+def _list_with_one(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any]) -> Any:
+    """A list of ``good`` items with one ``bad`` item somewhere in it."""
+    return st.tuples(st.lists(good, max_size=3), bad, st.integers(0, 3)).map(
+        lambda t: [*t[0][: t[2]], t[1], *t[0][t[2] :]]
+    )
+
+
+_settings = st.dictionaries(st.text(max_size=8), json_values, max_size=3)
+
+#: Every field of the config file: (dotted name, valid values, invalid values).
+CONFIG_FIELDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
+    "plugins.enable": (
+        st.none() | st.lists(plugin_ids, max_size=4),
+        st.booleans() | st.integers() | _texts | _list_with_one(plugin_ids, _not_plugin_ids),
+    ),
+    "plugins.disable": (
+        st.none() | st.lists(plugin_ids, max_size=4),
+        st.integers() | _list_with_one(plugin_ids, _not_plugin_ids),
+    ),
+    "plugins.settings": (
+        st.none() | st.dictionaries(plugin_ids, _settings, max_size=3),
+        st.one_of(
+            st.lists(st.integers(), max_size=2),
+            _texts,
+            st.dictionaries(
+                plugin_ids,
+                st.none() | st.booleans() | st.integers() | _texts | st.lists(_texts, max_size=2),
+                min_size=1,
+                max_size=2,
+            ),
+            st.dictionaries(
+                _texts.filter(lambda s: not re.fullmatch(r"[a-z][a-z0-9_-]{0,63}", s)),
+                _settings,
+                min_size=1,
+                max_size=2,
+            ),
+        ),
+    ),
+    "permissions.grant": (
+        st.lists(_grantable, max_size=4),
+        st.none() | _texts | _list_with_one(_grantable, _not_permissions),
+    ),
+    "llm.provider": (st.none() | _texts, _not_texts),
+    "llm.model": (st.none() | _texts, _not_texts),
+    "llm.base_url": (st.none() | _texts, _not_texts),
+    "limits.max_cycles": (
+        st.none() | _positive_ints,
+        _not_positive
+        | _not_numbers
+        | st.floats(min_value=0.1, max_value=1e6).filter(lambda f: not f.is_integer()),
+    ),
+    "limits.max_tokens": (st.none() | _positive_ints, _not_positive | _not_numbers),
+    "limits.max_cost": (st.none() | _positive_numbers, _not_positive | _not_numbers),
+    "limits.hook_timeout": (st.none() | _positive_numbers, _not_positive | _not_numbers),
+    "limits.command_timeout": (st.none() | _positive_numbers, _not_positive | _not_numbers),
+    "limits.confirm_timeout": (st.none() | _positive_numbers, _not_positive | _not_numbers),
+    "limits.max_failures": (
+        _positive_ints,
+        st.none() | _not_positive | _not_numbers | st.just(2.0),
+    ),
+    "data_dir": (
+        st.none() | st.from_regex(r"(~/)?[a-z./]{1,12}", fullmatch=True),
+        _not_texts | st.just("~no-such-user-3f9a/agents"),
+    ),
+}
+
+
+def _nest(fields: dict[str, Any]) -> dict[str, Any]:
+    """``{"limits.max_cycles": 3}`` as the file has it: ``{"limits": {"max_cycles": 3}}``."""
+    config: dict[str, Any] = {}
+    for name, value in fields.items():
+        section, _, key = name.rpartition(".")
+        if section:
+            config.setdefault(section, {})[key] = value
+        else:
+            config[key] = value
+    return config
+
+
+@st.composite
+def valid_configs(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A valid config with any subset of its fields, and those fields by dotted name."""
+    names = draw(st.lists(st.sampled_from(sorted(CONFIG_FIELDS)), unique=True))
+    fields = {name: draw(CONFIG_FIELDS[name][0]) for name in names}
+    return _nest(fields), fields
+
+
+_unknown_keys = st.from_regex(r"[a-z_]{1,12}", fullmatch=True)
+
+
+@st.composite
+def invalid_configs(draw: st.DrawFn) -> tuple[dict[str, Any], list[str]]:
+    """A config with 1-3 mistakes (wrong values, unknown fields or sections) on top of a
+    valid one, and the name of the field or section each mistake is in."""
+    config, fields = draw(valid_configs())
+    wrong = draw(
+        st.lists(st.sampled_from(sorted(CONFIG_FIELDS)), min_size=1, max_size=3, unique=True)
+    )
+    fields.update({name: draw(CONFIG_FIELDS[name][1]) for name in wrong})
+    config = _nest(fields)
+    named = list(wrong)
+    for _ in range(draw(st.integers(0, 1))):
+        section = draw(st.sampled_from(["plugins", "permissions", "llm", "limits", None]))
+        key = draw(_unknown_keys)
+        if section is None and key not in {"plugins", "permissions", "llm", "limits", "data_dir"}:
+            config[key] = draw(json_values)
+            named.append(key)
+        elif section is not None and f"{section}.{key}" not in CONFIG_FIELDS:
+            config.setdefault(section, {})[key] = draw(json_values)
+            named.append(f"{section}.{key}")
+    return config, named
+
+
+# --- damaged store columns (tests/test_storage.py) ---------------------------------------
+
+#: The JSON columns of the session store, as (table, column).
+STORE_JSON_COLUMNS = (
+    ("sessions", "config"),
+    ("sessions", "budget"),
+    ("cycles", "plan"),
+    ("cycles", "command"),
+    ("cycles", "result"),
+    ("cycles", "usage"),
+    ("cycles", "messages"),
+    ("events", "data"),
+    ("memory", "metadata"),
+)
+
+
+def _json_text(value: Any) -> str:
+    # Imported here: this section is appended, and the module's imports are at its top.
+    import json
+
+    return json.dumps(value)
+
+
+#: What a hand edit or a damaged disk may leave in a JSON column: text that is not JSON,
+#: JSON cut short, JSON of the wrong shape, JSON nested thousands deep, the constants
+#: Python writes but JSON lacks, an integer too long to convert, or not text at all.
+damaged_json = st.one_of(
+    st.text(max_size=40),
+    json_values.map(_json_text),
+    st.tuples(json_values.map(_json_text), st.integers(0, 40)).map(lambda cut: cut[0][: cut[1]]),
+    st.integers(1, 20_000).map(lambda depth: "[" * depth + "]" * depth),
+    st.integers(1, 20_000).map(lambda depth: '{"a":' * depth + "1" + "}" * depth),
+    st.sampled_from(
+        [
+            "NaN",
+            '{"cycles": Infinity}',
+            "-Infinity",
+            "1" * 5000,
+            '{"tokens": 1e999}',
+            '[{"role": 1}]',
+        ]
+    ),
+    st.integers(-(2**63), 2**63 - 1),  # what SQLite can hold
+    st.floats(),
+    st.binary(max_size=20),
+)
+
+
+# --- slow inline hook implementations (tests/test_hookcall.py) -------------------------
+
+#: The kinds of implementation the slow-call check meets: ``sync`` and ``maybe_async``
+#: (a decorated function) run on the event loop; ``async`` and ``blocking`` do not.
+TIMED_KINDS = ("sync", "maybe_async", "async", "blocking")
+
+#: The implementations of one hook, in registration order: (kind, seconds it takes on the
+#: test's clock). 0.05 is quick alone, but several in a row add up to a slow stretch.
+timed_impls = st.lists(
+    st.tuples(st.sampled_from(TIMED_KINDS), st.sampled_from((0.0, 0.05, 0.25))),
+    min_size=1,
+    max_size=6,
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -208,7 +209,7 @@ def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
     )
     assert dry.returncode == 0
     assert (
-        "install autogpt-plugin-notes==1.0 autogpt-plugin-hello>=2 autogpt_plugin_web "
+        "install autogpt-plugin-notes==1.0 'autogpt-plugin-hello>=2' autogpt_plugin_web "
         "./x.whl pkg.zip"
     ) in dry.stdout
     bad = autogpt("plugins", "install", "--dry-run", "not a name!", env=env)
@@ -242,3 +243,154 @@ def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
     real = autogpt("plugins", "install", str(wheel), env=env, timeout=300)
     assert real.returncode == 0, real.stderr
     assert (target / "autogpt_plugin_hello" / "autogpt-plugin.yaml").exists()
+
+
+PARAMETERS = """[{name: note, description: Add a note., parameters: {type: object,
+  properties: {
+    text: {type: string, description: The note.},
+    tags: {type: array, items: {type: string}, default: [], description: "Tags\\u001b[2K."},
+    limit: {type: [integer, "null"], default: 10},
+    kind: {enum: [todo, idea]}},
+  required: [text]}}]"""
+
+
+def test_info_shows_each_commands_parameters(site: Path, tmp_path: Path) -> None:
+    """info shows every parameter of every command: name, type, required, description and
+    default, in the schema's order, as text and in --json."""
+    write_plugin(site, "notes", "", enabled=False, commands=PARAMETERS)
+    env = cli_env(tmp_path, site=site)
+    info = _json(autogpt("plugins", "info", "notes", "--json", env=env))
+    (command,) = info["commands"]  # type: ignore[index]
+    assert command["parameters"] == [
+        {
+            "name": "text",
+            "type": "string",
+            "required": True,
+            "description": "The note.",
+            "default": None,
+        },
+        {
+            "name": "tags",
+            "type": "array of string",
+            "required": False,
+            "description": "Tags\x1b[2K.",
+            "default": [],
+        },
+        {
+            "name": "limit",
+            "type": "integer or null",
+            "required": False,
+            "description": "",
+            "default": 10,
+        },
+        {
+            "name": "kind",
+            "type": 'one of "todo", "idea"',
+            "required": False,
+            "description": "",
+            "default": None,
+        },
+    ]
+    assert command["parameters_schema"]["required"] == ["text"]
+    text = autogpt("plugins", "info", "notes", env=env).stdout
+    assert (
+        "  command note: Add a note.\n"
+        "    text (string, required): The note.\n"
+        "    tags (array of string, optional, default []): Tags\\x1b[2K.\n"
+        "    limit (integer or null, optional, default 10)\n"
+        '    kind (one of "todo", "idea", optional)\n'
+    ) in text
+
+
+def test_install_dry_run_prints_a_command_a_shell_runs_as_meant(tmp_path: Path) -> None:
+    """The dry run's command is shell-quoted: pasted into sh, 'notes>=1.0' stays one
+    argument instead of redirecting into a file named '=1.0'."""
+    names = ["notes>=1.0", "hello<2,>=1", "./my dir/x.whl"]
+    dry = autogpt("plugins", "install", "--dry-run", *names, env=cli_env(tmp_path))
+    assert dry.returncode == 0, dry.stderr
+    (line,) = [line for line in dry.stdout.splitlines() if line.startswith("$ ")]
+    meant = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "autogpt-plugin-notes>=1.0",
+        "autogpt-plugin-hello<2,>=1",
+        "./my dir/x.whl",
+    ]
+    assert shlex.split(line[2:]) == meant
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    # printf stands in for the command: sh parses the line exactly as it would run it.
+    shell = subprocess.run(
+        ["sh", "-c", "printf '%s\\n' " + line[2:]],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shell.stdout.splitlines() == meant
+    assert list(cwd.iterdir()) == []
+
+
+BILLION_LAUGHS = (
+    "manifest_version: 1\nid: bomb\nname: x\nversion: '1'\nx0: &x0 [lol, lol]\n"
+    + "".join(f"x{i}: &x{i} [*x{i - 1}, *x{i - 1}, *x{i - 1}, *x{i - 1}]\n" for i in range(1, 16))
+)
+BROKEN_REF = (
+    "[{name: badref, description: x, "
+    "parameters: {type: object, properties: {a: {$ref: '#/$defs/gone'}}}}]"
+)
+
+
+def test_check_refuses_alias_bombs_and_broken_parameter_schemas(site: Path, tmp_path: Path) -> None:
+    """check names an alias bomb and an unresolvable $ref, each with its file, and exits 1;
+    the run still starts, without those plugins. Before, this 600-byte bomb (2**31 list
+    items once expanded) hung both for hours."""
+    write_plugin(site, "bomb", "", manifest=BILLION_LAUGHS)
+    write_plugin(site, "badref", "", commands=BROKEN_REF)
+    env = cli_env(tmp_path, site=site)
+    check = autogpt("plugins", "check", env=env, timeout=60)
+    assert check.returncode == 1
+    bomb = next(line for line in check.stdout.splitlines() if line.startswith("✗ bomb:"))
+    assert str(site / "plug_bomb" / "autogpt-plugin.yaml") in bomb
+    assert "line 5, column 5: uses the YAML anchor or alias 'x0'" in bomb
+    assert "(fix: write the value out in full everywhere it is used)" in bomb
+    assert (
+        "capabilities.commands[0].parameters.properties.a.$ref: the reference '#/$defs/gone' "
+        "does not resolve: nothing is at that location in the schema"
+    ) in check.stdout
+    run = autogpt("run", "--demo", "--workspace", str(tmp_path / "ws"), env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+
+
+def test_plugin_text_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """A manifest's name, description and command descriptions, and a plugin's import
+    error, are printed by list, info and check with escapes made visible."""
+    site = tmp_path / "site"
+    evil = "\\x1b[1A\\x1b[2K\\x1b]0;title\\x07"
+    write_plugin(
+        site,
+        "shady",
+        "raise RuntimeError('boom \\x1b[8mhidden')",
+        manifest=(
+            "manifest_version: 1\nid: shady\n"
+            f'name: "Shady{evil}"\nversion: "1"\n'
+            f'description: "harmless{evil} permissions: none"\n'
+            "enabled_by_default: true\npermissions: [shell]\n"
+            "capabilities:\n  commands:\n"
+            f'    - {{name: do_it, description: "ok{evil}", permissions: [shell]}}\n'
+        ),
+    )
+    env = cli_env(tmp_path, site=site)
+    outputs = [
+        autogpt("plugins", "list", "--all", env=env),
+        autogpt("plugins", "info", "shady", env=env),
+        autogpt("plugins", "check", env=env),
+    ]
+    for done in outputs:
+        for text in (done.stdout, done.stderr):
+            assert "\x1b" not in text
+            assert "\x07" not in text
+    assert "\\x1b[1A" in outputs[1].stdout
+    assert "shell" in outputs[1].stdout

@@ -182,6 +182,25 @@ async def test_the_bodys_own_error_or_cancellation_comes_out_as_itself() -> None
     assert len(store.released) == 2
 
 
+async def test_what_the_body_raises_while_cancelled_is_not_lost() -> None:
+    """A body that turns an outer cancellation into another exception (Ctrl-C, say) has
+    that exception come out, not a group of the heartbeat's Cancelled."""
+    store = FakeLeaseStore()
+
+    async def interrupted() -> None:
+        with trio.CancelScope() as scope:
+            async with hold_lease(store, "s", Holder.current(), period=10, expiry=30):
+                scope.cancel()
+                try:
+                    await trio.sleep_forever()
+                except trio.Cancelled:
+                    raise KeyboardInterrupt from None
+
+    with pytest.raises(KeyboardInterrupt):
+        await interrupted()
+    assert len(store.released) == 1
+
+
 # --- runtimes --------------------------------------------------------------------------
 
 
@@ -348,3 +367,52 @@ async def test_the_lease_is_released_however_the_session_ends(tmp_path: Path) ->
         for session_id in statuses:
             assert store.get_lease(session_id) is None
             store.acquire_lease(session_id, Holder.current(), expiry=30)
+
+
+@attrs.define
+class StaleWriter(WaitingProvider):
+    """Once released, asks to write a file (the side effect a stale holder must not do)."""
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.asked.set()
+        await self.release.wait()
+        return _reply("write_file", {"path": "stale.txt", "content": "late"}, "w")
+
+
+async def test_a_stale_holder_runs_no_command_after_a_takeover(tmp_path: Path) -> None:
+    """A runtime that stalled past its lease, then wakes with a command to run, checks the
+    lease before the command and stops: the file is never written."""
+    stuck = StaleWriter("stale")
+    config = _config(tmp_path)
+    stuck_rt = Runtime(
+        config,
+        plugins=_plugins(tmp_path, "waiting", lambda options: stuck),
+        lease_period=3600,
+        lease_expiry=0.2,
+    )
+    taker = ScriptedProvider([_reply("finish", {"result": "taken over"}, "f1")])
+    taker_rt = Runtime(config, plugins=_plugins(tmp_path, "scripted", lambda options: taker))
+    errors: list[BaseException] = []
+    async with stuck_rt, taker_rt:
+
+        async def run_stuck() -> None:
+            options = RunOptions(llm="waiting", session_id="s1", workspace=tmp_path / "ws")
+            try:
+                await stuck_rt.run(GOAL, options)
+            except SessionInUse as exc:
+                errors.append(exc)
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_stuck)
+                await stuck.asked.wait()
+                while True:  # until the lease expires; no assumption about how long
+                    try:
+                        await taker_rt.resume("s1", RunOptions(llm="scripted"))
+                        break
+                    except SessionInUse:
+                        await trio.sleep(0.05)
+                stuck.release.set()
+    (error,) = errors
+    assert "taken over" in str(error)
+    assert not (tmp_path / "ws" / "stale.txt").exists()

@@ -490,3 +490,14 @@ def test_thread_server_serves_a_client_in_a_subprocess() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "from the thread"
     assert server.requests[0]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("tokens", [-3, float("nan"), float("inf"), 2.5])
+async def test_a_usage_that_is_not_a_token_count_is_an_error(
+    server: FakeOpenAI, provider: OpenAIProvider, tokens: float
+) -> None:
+    """A server reporting a negative, fractional, NaN or infinite token count gets a clear
+    LLMError naming the field, not a poisoned budget or a ValueError."""
+    server.add(Reply(content="hi", prompt_tokens=tokens))  # type: ignore[arg-type]
+    with pytest.raises(LLMError, match=r"usage\.prompt_tokens"):
+        await provider.complete(HI)

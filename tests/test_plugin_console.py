@@ -16,7 +16,6 @@ from hypothesis import given
 
 import hookspecs
 from autogpt_plugins import console
-from tests import strategies
 from hookspecs import (
     Budget,
     CommandCall,
@@ -27,6 +26,7 @@ from hookspecs import (
     PluginSettings,
     SessionView,
 )
+from tests import strategies
 
 SESSION = SessionView(
     id="s1",
@@ -234,6 +234,7 @@ def test_confirm_shows_control_characters_visibly(arguments: dict[str, str]) -> 
     question = console.confirm_question(request, width=60)
     for char in question:
         assert char in "\n" or char.isprintable(), repr(char)
+        assert char not in "\ufe0f\U000e0100\u3164\u2800", repr(char)
     unwrapped = "".join(
         line.split("↪ ", 1)[1] if "↪ " in line else line for line in question.splitlines()
     )
@@ -270,7 +271,9 @@ def test_events_from_outside_cannot_drive_the_terminal() -> None:
         (EventKind.MESSAGE, {"text": evil}),
     ]:
         line = console.format_event(SESSION, Event(kind, "s", 1, data), color=False, max_chars=1000)
-        assert "\x1b" not in line and "\r" not in line and "\u202e" not in line
+        assert "\x1b" not in line
+        assert "\r" not in line
+        assert "\u202e" not in line
         assert "\\x1b[2K\\x1b[1A\\rfake line\\u202etxt.exe" in line
 
 
@@ -316,3 +319,14 @@ def test_manifest_is_valid_and_hooks_match_the_specs() -> None:
     schema = json.loads((Path(hookspecs.__file__).parent / "manifest.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(manifest)
     assert (manifest["id"], manifest["enabled_by_default"]) == ("console", True)
+
+
+@pytest.mark.parametrize(
+    "hidden", ["\ufe00", "\ufe0f", "\U000e0100", "\u3164", "\u115f", "\u2800", "\u034f"]
+)
+def test_invisible_characters_are_shown(hidden: str) -> None:
+    """Characters a terminal draws as nothing (variation selectors, fillers, blank braille)
+    are escaped, so an argument cannot carry data the user does not see."""
+    shown = hookspecs.printable(f"echo hi{hidden}")
+    assert hidden not in shown
+    assert shown.startswith("echo hi\\")

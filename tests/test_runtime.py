@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.lowlevel
 
 from autogpt_core._config import Limits
+from autogpt_core._loader import load
 from autogpt_core._runtime import Runtime
 from autogpt_core._session import RunOptions
 from autogpt_core._storage import Store
@@ -195,3 +197,26 @@ async def test_max_cycles_budget(tmp_path: Path) -> None:
     assert outcome.status == "budget_exhausted"
     assert outcome.cycles == 2
     assert len(provider.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "config", [{"llm": 5}, {"max_cycles": "ten"}, {"continuous": "yes"}, {"max_cost": True}]
+)
+async def test_resume_refuses_damaged_stored_options(
+    tmp_path: Path, config: dict[str, Any]
+) -> None:
+    """Stored options of the wrong type give a ConfigError naming the session and the
+    option, not an AttributeError deep in the run."""
+    from autogpt_core import ConfigError
+
+    db = tmp_path / "data" / "sessions.sqlite3"
+    db.parent.mkdir(parents=True)
+    with Store(db) as store:
+        store.create_session("g", tmp_path / "ws", session_id="damaged", config=config)
+        store.update_session_status("damaged", "interrupted")
+    cfg = _config(tmp_path)
+    async with Runtime(cfg, plugins=load(cfg, environ={})) as rt:
+        with pytest.raises(
+            ConfigError, match=f"session damaged has a stored option {next(iter(config))}"
+        ):
+            await rt.resume("damaged")

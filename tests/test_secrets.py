@@ -112,6 +112,18 @@ def test_a_short_key_is_not_masked_inside_words() -> None:
         "BASIC_AUTH",
         "SESSION_COOKIE",
         "github_token",
+        "PGPASSWORD",
+        "MYSQL_PWD",
+        "SENTRY_DSN",
+        "SLACK_WEBHOOK_URL",
+        "GITHUB_PAT",
+        "CI_JOB_JWT",
+        "API_KEYS",
+        "APP_SECRETS",
+        "SECRETKEY",
+        "APITOKEN",
+        "AWS_ACCESS_KEY_ID",
+        "AUTH_HEADER",
     ],
 )
 def test_secret_names(name: str) -> None:
@@ -120,11 +132,42 @@ def test_secret_names(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["MAX_TOKENS", "KEYBOARD", "PATH", "HOME", "PASSAGE", "AUTHOR", "PWD", "TOKENIZERS"]
+    "name",
+    [
+        "MAX_TOKENS",
+        "KEYBOARD",
+        "PATH",
+        "HOME",
+        "PASSAGE",
+        "AUTHOR",
+        "PWD",
+        "OLDPWD",
+        "TOKENIZERS_PARALLELISM",
+        "SSH_AUTH_SOCK",
+        "TOKEN_TYPE",
+        "AUTH_METHOD",
+        "API_KEY_FILE",
+        "AUTH_URL",
+        "MONKEYPATCH",
+    ],
 )
 def test_not_secret_names(name: str) -> None:
     """A secret word inside a longer word does not count."""
     assert not is_secret_name(name)
+
+
+def test_passwords_in_urls_are_secrets_whatever_the_name() -> None:
+    """DATABASE_URL's password is masked, and not the rest of the URL."""
+    redact = Redactor.from_environment(
+        {
+            "DATABASE_URL": "postgres://app:s3cret-pw!@db:5432/app",
+            "REDIS_URL": "redis://:r3dis-pw@r",
+        }
+    )
+    assert (
+        redact.text("postgres://app:s3cret-pw!@db:5432/app") == f"postgres://app:{MASK}@db:5432/app"
+    )
+    assert "r3dis-pw" not in redact.text("auth r3dis-pw")
 
 
 def test_shell_child_environment_uses_the_same_rule() -> None:
@@ -142,8 +185,9 @@ def test_shell_child_environment_uses_the_same_rule() -> None:
     value=st.text(min_size=MIN_SECRET_LENGTH, max_size=30),
 )
 def test_child_environment_never_keeps_what_is_masked(name: str, value: str) -> None:
-    """Whatever the name: a variable is kept for the child only if its value is not masked."""
+    """Whatever the name: a variable is kept for the child only if its name is not secret
+    and its value holds nothing the redactor masks."""
     environ = {name: value}
     redactor = Redactor.from_environment(environ)
     child = child_environment(environ, redactor.knows)
-    assert (name in child) == (not is_secret_name(name))
+    assert (name in child) == (not is_secret_name(name) and redactor.text(value) == value)

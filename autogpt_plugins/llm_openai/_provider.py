@@ -15,6 +15,7 @@ knows asyncio, so under trio a forgotten client leaks its sockets.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any, cast
@@ -251,13 +252,34 @@ class OpenAIProvider:
     def _usage(self, usage: Any, model: str, answered_by: str) -> Usage:
         if usage is None:  # local servers may not report usage
             return Usage()
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        prompt = self._count(usage, "prompt_tokens")
+        completion = self._count(usage, "completion_tokens")
         price_in, price_out = self.config.prices(model)
         if (price_in, price_out) == (0.0, 0.0):
             price_in, price_out = self.config.prices(answered_by)
         cost = (prompt * price_in + completion * price_out) / 1000
+        if not (math.isfinite(cost) and cost >= 0):
+            raise LLMError(
+                f"the cost of a request to {self.base_url} came out as {cost!r}: check the "
+                "llm_openai settings price_per_1k_input and price_per_1k_output (finite "
+                "numbers, 0 or more)"
+            )
         return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost)
+
+    def _count(self, usage: Any, field: str) -> int:
+        """A token count the server reported: a whole number, 0 or more (it is not checked
+        by the client, and a NaN or a negative count would poison the session's budget)."""
+        value = getattr(usage, field, 0) or 0
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            value = None
+        elif isinstance(value, float):
+            value = int(value) if math.isfinite(value) and value.is_integer() else None
+        if value is None or value < 0:
+            raise LLMError(
+                f"{self.base_url} reported usage.{field} = {getattr(usage, field, None)!r}, "
+                "not a whole number of tokens: check the server (its answer is not used)"
+            )
+        return value
 
     def _error(self, exc: openai.OpenAIError, model: str) -> LLMError:
         where = self.base_url

@@ -15,6 +15,7 @@ from hookspecs import CommandContext, CommandResult, RegisterCommand, hookimpl
 MAX_TIMEOUT = 600.0
 DEFAULT_MAX_OUTPUT = 10_000
 
+
 # The model chooses the command, so `env` or `echo $OPENAI_API_KEY` would copy a secret
 # into the output. The child gets no variable that the core treats as secret (by its name,
 # or because its value is a declared secret); its output is masked as well, since a child
@@ -39,8 +40,9 @@ async def run_shell(command: str, ctx: CommandContext, timeout: float = 60) -> C
             f"killed; run something quicker, or pass a larger timeout (at most "
             f"{MAX_TIMEOUT:g} s)"
         )
-    stdout = _truncate(completed.stdout.decode("utf-8", errors="replace"), max_output)
-    stderr = _truncate(completed.stderr.decode("utf-8", errors="replace"), max_output)
+    # Masked before cutting: a secret cut in two would be matched by neither half.
+    stdout = _truncate(ctx.redact(completed.stdout.decode("utf-8", errors="replace")), max_output)
+    stderr = _truncate(ctx.redact(completed.stderr.decode("utf-8", errors="replace")), max_output)
     parts = [f"exit code: {completed.returncode}"]
     if stdout:
         parts.append(f"stdout:\n{stdout}")

@@ -4,15 +4,16 @@ Every command resolves its path with ``Workspace`` (``autogpt_core._workspace``)
 that leads outside the workspace raises ``WorkspaceError``, which the core turns into an
 observation for the model.
 
-Replacing or deleting a file this session did not create needs ``fs.overwrite``, asked for
+Replacing, appending to or deleting a file this session did not create (or that someone
+else has moved over a name the session used) needs ``fs.overwrite``, asked for
 per call (``CommandContext.ask_permission``), so that a file's instructions cannot lead the
 agent into destroying the user's files unasked. The files a session created are recorded
 in ``created/SESSION_ID.json`` under the plugin's data directory: outside the workspace,
 where the agent cannot edit the record, and on disk, so that a session resumed after a
 crash still knows them.
 
-``read_file``, ``append_file`` and ``list_files`` only do disk I/O, so they are marked
-blocking and run in a worker thread. ``write_file`` and ``delete_file`` are async: they may
+``read_file`` and ``list_files`` only do disk I/O, so they are marked blocking and run in
+a worker thread. ``write_file``, ``append_file`` and ``delete_file`` are async: they may
 wait for a person's answer, which must not hold one of the worker threads every session
 shares for as long as the person takes; their disk I/O still runs in a worker thread.
 """
@@ -39,7 +40,6 @@ from hookspecs import (
     SessionView,
     blocking,
     hookimpl,
-    quote_data,
 )
 
 #: ``list_files`` shows at most this many names, the prompt at most ``_PROMPT_FILES``.
@@ -69,41 +69,66 @@ def read_file(ctx: CommandContext, path: str) -> str:
 async def write_file(ctx: CommandContext, path: str, content: str) -> str | CommandResult:
     """Replace (or create) the file ``path`` with ``content``."""
     ws = Workspace(ctx.session.workspace)
-    # Inline, not in a thread: resolving and one lstat take microseconds.
-    name, kind = _existing(ws, path)
+    name, kind, refused = await _may_change(ctx, ws, path, "write_file", "replace")
+    if refused is not None:
+        return refused
     created = _created(ctx)
-    # The name is quoted as repr() does, so that no character of it can act on a terminal.
-    if kind == "file" and name not in created:
-        reason = f"write_file would replace {name!r}, which this session did not create"
-        if not await ctx.ask_permission(_OVERWRITE, reason):
-            return CommandResult.failure(
-                f"write_file did not replace {name!r}: this session did not create it, and "
-                f"replacing it needs permission {_OVERWRITE}, which was not given. Fix: "
-                f"write to a new file instead, or {_GRANT}."
-            )
 
     def write() -> int:
         # exclusive: a file that appeared since the check above is not replaced unasked.
         count = ws.write_text(path, content, exclusive=kind is None)
-        if kind is None:
-            created.add(name)
+        # Replacing makes a new file (a new inode): the record follows it.
+        created.add(name, _inode(ws, path))
         return count
 
     count = await trio.to_thread.run_sync(write, abandon_on_cancel=True)
     return f"Wrote {_characters(count)} to {path}."
 
 
-# Appending needs no more than fs.write, whoever made the file: it adds to the end and
-# cannot destroy what is there (and a hard link out of the workspace is refused).
-@blocking
-def append_file(ctx: CommandContext, path: str, content: str) -> str:
+# Appending to a file the session did not create asks too: it cannot destroy what is
+# there, but added lines change what a file does (a .git/config hook, a config file's
+# permissions), which is the user's to allow.
+async def append_file(ctx: CommandContext, path: str, content: str) -> str | CommandResult:
     """Append ``content`` to the file ``path``."""
     ws = Workspace(ctx.session.workspace)
-    name, kind = _existing(ws, path)
-    count = ws.append_text(path, content, exclusive=kind is None)
-    if kind is None:
-        _created(ctx).add(name)
+    name, kind, refused = await _may_change(ctx, ws, path, "append_file", "change")
+    if refused is not None:
+        return refused
+    created = _created(ctx)
+
+    def append() -> int:
+        count = ws.append_text(path, content, exclusive=kind is None)
+        if kind is None:
+            created.add(name, _inode(ws, path))
+        return count
+
+    count = await trio.to_thread.run_sync(append, abandon_on_cancel=True)
     return f"Appended {_characters(count)} to {path}."
+
+
+async def _may_change(
+    ctx: CommandContext, ws: Workspace, path: str, command: str, verb: str
+) -> tuple[str, str | None, CommandResult | None]:
+    """``path``'s name and kind, and the refusal if it is a file this session did not
+    create (or that was replaced since by someone else) and ``fs.overwrite`` is not given."""
+    # Inline, not in a thread: resolving and one lstat take microseconds.
+    name, kind, inode = _existing(ws, path)
+    if kind != "file" or _created(ctx).owns(name, inode):
+        return name, kind, None
+    # The name is quoted as repr() does, so that no character of it can act on a terminal.
+    reason = f"{command} would {verb} {name!r}, which this session did not create"
+    if await ctx.ask_permission(_OVERWRITE, reason):
+        return name, kind, None
+    fix = "write to a new file instead" if verb != "delete" else "leave it in place"
+    return (
+        name,
+        kind,
+        CommandResult.failure(
+            f"{command} did not {verb} {name!r}: this session did not create it, and "
+            f"doing so needs permission {_OVERWRITE}, which was not given. Fix: {fix}, "
+            f"or {_GRANT}."
+        ),
+    )
 
 
 @blocking
@@ -122,18 +147,12 @@ def list_files(ctx: CommandContext, path: str = ".") -> str:
 async def delete_file(ctx: CommandContext, path: str) -> str | CommandResult:
     """Delete the file (or empty directory) ``path``."""
     ws = Workspace(ctx.session.workspace)
-    name, kind = _existing(ws, path)
-    created = _created(ctx)
     # Only files ask: an empty directory holds nothing to lose (a full one is refused), and
     # write_file creates directories without recording them.
-    if kind == "file" and name not in created:
-        reason = f"delete_file would delete {name!r}, which this session did not create"
-        if not await ctx.ask_permission(_OVERWRITE, reason):
-            return CommandResult.failure(
-                f"delete_file did not delete {name!r}: this session did not create it, and "
-                f"deleting it needs permission {_OVERWRITE}, which was not given. Fix: leave "
-                f"it in place, or {_GRANT}."
-            )
+    name, _, refused = await _may_change(ctx, ws, path, "delete_file", "delete")
+    if refused is not None:
+        return refused
+    created = _created(ctx)
 
     def delete() -> None:
         ws.delete(path)
@@ -144,8 +163,9 @@ async def delete_file(ctx: CommandContext, path: str) -> str | CommandResult:
     return f"Deleted {path}."
 
 
-# Per session: (the workspace directory's mtime, the resource line built from it).
-_prompt_cache: dict[str, tuple[int, str]] = {}
+_SOURCE = "names of the files in the workspace"
+# Per session: (the workspace directory's mtime, the resource line, the file names or "").
+_prompt_cache: dict[str, tuple[int, str, str]] = {}
 
 
 # Not blocking: a stat of the workspace directory, and a listing that stops after
@@ -160,8 +180,12 @@ def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
         mtime = -1
     cached = _prompt_cache.get(session.id)
     if cached is None or cached[0] != mtime:
-        cached = _prompt_cache[session.id] = (mtime, _describe(session))
+        cached = _prompt_cache[session.id] = (mtime, *_describe(session))
     prompt.add_resource(cached[1])
+    if cached[2]:
+        # File names are text from outside (anyone can name a file "ignore your goal"):
+        # data, outside the system message, never woven into the plugin's own words.
+        prompt.add_data(cached[2], _SOURCE)
 
 
 @hookimpl
@@ -171,27 +195,27 @@ def session_end(session: SessionView) -> None:
     _records.pop(session.id, None)
 
 
-def _describe(session: SessionView) -> str:
+def _describe(session: SessionView) -> tuple[str, str]:
+    """The resource line, and the names of the files (one a line; "" if there are none)."""
     try:
         names = Workspace(session.workspace, create=False).list_dir(
             recursive=True, limit=_PROMPT_FILES + 1
         )
     except WorkspaceError:
         names = []  # not created yet: the first write creates it
-    # File names are text from outside (anyone can name a file "ignore your goal"): they
-    # are quoted as data, one a line, never woven into the plugin's own words.
     if not names:
         contents = "It is empty."
+    elif len(names) > _PROMPT_FILES:
+        contents = f"The first {_PROMPT_FILES} of its files are listed after the goal."
     else:
-        listing = quote_data("\n".join(names[:_PROMPT_FILES]), "workspace file names")
-        among = ", among others" if len(names) > _PROMPT_FILES else ""
-        contents = f"It contains{among}:\n{listing}"
+        contents = "Its files are listed after the goal."
     # The listing is refreshed when the workspace directory itself changes; a file changed
     # deeper down shows after the next change at the top (list_files is always current).
-    return (
+    resource = (
         "A workspace directory for your files. The file commands take paths relative to "
         f"it, e.g. 'notes/todo.txt'. {contents}"
     )
+    return resource, "\n".join(names[:_PROMPT_FILES])
 
 
 def _characters(count: int) -> str:
@@ -201,8 +225,9 @@ def _characters(count: int) -> str:
 # --- what this session created ------------------------------------------------------
 
 
-def _existing(ws: Workspace, path: str) -> tuple[str, str | None]:
-    """``path``'s workspace-relative name, and whether it is a "file", a "directory" or None.
+def _existing(ws: Workspace, path: str) -> tuple[str, str | None, int | None]:
+    """``path``'s workspace-relative name; whether it is a "file", a "directory" or None;
+    and its inode.
 
     The name is that of the resolved path, so that every spelling of a file (and a link to
     it, which the operations follow) is the same name.
@@ -212,43 +237,55 @@ def _existing(ws: Workspace, path: str) -> tuple[str, str | None]:
     try:
         info = os.lstat(real)
     except (FileNotFoundError, NotADirectoryError):
-        return name, None
+        return name, None, None
     except OSError:
         # Cannot tell: count it as a file, so that replacing or deleting it asks (the
         # operation itself then reports the error, if it persists).
-        return name, "file"
-    return name, "directory" if stat.S_ISDIR(info.st_mode) else "file"
+        return name, "file", None
+    return name, "directory" if stat.S_ISDIR(info.st_mode) else "file", info.st_ino
+
+
+def _inode(ws: Workspace, path: str) -> int | None:
+    return _existing(ws, path)[2]
 
 
 @attrs.define
 class _Created:
-    """The names of the files one session created; saved to ``file`` (None: memory only)."""
+    """The files one session created: name -> inode as the session left it; saved to
+    ``file`` (None: memory only).
+
+    The inode tells the session's file from one the user moved over that name since
+    (``mv mine.txt report.txt``), which is the user's again.
+    """
 
     file: Path | None
-    names: set[str]
+    names: dict[str, int | None]
     # A command abandoned at its timeout may still finish in its thread while the next runs.
     lock: threading.Lock = attrs.field(factory=threading.Lock)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.names
+    def owns(self, name: str, inode: int | None) -> bool:
+        recorded = self.names.get(name, -1)
+        return inode is not None and recorded == inode
 
-    def add(self, name: str) -> None:
+    def add(self, name: str, inode: int | None) -> None:
         with self.lock:
-            if name not in self.names:
-                self.names.add(name)
+            if self.names.get(name, -1) != inode:
+                self.names[name] = inode
                 self._save()
 
     def discard(self, name: str) -> None:
         with self.lock:
             if name in self.names:
-                self.names.discard(name)
+                del self.names[name]
                 self._save()
 
     def _save(self) -> None:
         if self.file is None:
             return
         try:
-            write_atomically(self.file, json.dumps({"created": sorted(self.names)}) + "\n")
+            write_atomically(
+                self.file, json.dumps({"created": dict(sorted(self.names.items()))}) + "\n"
+            )
         except OSError as exc:
             raise WorkspaceError(
                 f"Cannot record the session's files in {str(self.file)!r}: "
@@ -272,18 +309,22 @@ def _created(ctx: CommandContext) -> _Created:
     return record
 
 
-def _load(file: Path | None) -> set[str]:
+def _load(file: Path | None) -> dict[str, int | None]:
     # Small, and read once per session per process: inline is fine. An unreadable or
     # damaged record counts as empty: the only cost is a question too many.
     if file is None:
-        return set()
+        return {}
     try:
         names = json.loads(file.read_text(encoding="utf-8")).get("created")
-    except (OSError, ValueError, AttributeError):
-        return set()
-    if not isinstance(names, list):
-        return set()
-    return {name for name in names if isinstance(name, str)}
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return {}
+    if not isinstance(names, dict):
+        return {}  # an older record, without inodes: ask again rather than guess
+    return {
+        name: inode
+        for name, inode in names.items()
+        if isinstance(name, str) and isinstance(inode, int) and not isinstance(inode, bool)
+    }
 
 
 def _file_stem(session_id: str) -> str:
