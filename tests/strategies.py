@@ -908,3 +908,17 @@ timed_impls = st.lists(
     min_size=1,
     max_size=6,
 )
+
+
+# --- damaged files ------------------------------------------------------------------------
+
+
+def replace_in_json(data: object, path: list[int], replacement: object) -> object:
+    """``data`` with the value found by walking ``path`` (indices into its children) replaced."""
+    if not path or not isinstance(data, dict | list) or not data:
+        return replacement
+    if isinstance(data, dict):
+        key = sorted(data)[path[0] % len(data)]
+        return {**data, key: replace_in_json(data[key], path[1:], replacement)}
+    i = path[0] % len(data)
+    return [*data[:i], replace_in_json(data[i], path[1:], replacement), *data[i + 1 :]]

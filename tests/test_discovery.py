@@ -102,17 +102,6 @@ def test_package_dir_asks_the_finders_for_a_plugin_inside_a_shared_package(
     assert "shared_pkg_x.plugin" not in sys.modules
 
 
-def _damaged(data: object, path: list[int], replacement: object) -> object:
-    """``data`` with the value found by walking ``path`` (indices into its children) replaced."""
-    if not path or not isinstance(data, dict | list) or not data:
-        return replacement
-    if isinstance(data, dict):
-        key = sorted(data)[path[0] % len(data)]
-        return {**data, key: _damaged(data[key], path[1:], replacement)}
-    i = path[0] % len(data)
-    return [*data[:i], _damaged(data[i], path[1:], replacement), *data[i + 1 :]]
-
-
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -131,7 +120,9 @@ def test_a_damaged_cache_never_breaks_loading_and_rebuilds(
     expected = good.load(manifest_path, source)
     good._dirty = True
     good.save()
-    text = json.dumps(_damaged(json.loads(cache_file.read_text()), path, replacement))
+    text = json.dumps(
+        strategies.replace_in_json(json.loads(cache_file.read_text()), path, replacement)
+    )
     cache_file.write_text(text if cut is None else text[:cut])
     cache = ManifestCache(cache_file)
     assert cache.load(manifest_path, source) == expected

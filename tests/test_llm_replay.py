@@ -16,6 +16,8 @@ import jsonschema
 import pytest
 import trio
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import autogpt_plugins.llm_replay as llm_replay
 from autogpt_core import ConfigError, LLMError, ReplayMismatchError
@@ -40,6 +42,7 @@ from hookspecs import (
     Usage,
 )
 
+from . import strategies
 from .fake_openai import FakeOpenAI, FakeToolCall, Reply, fake_openai_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -515,3 +518,42 @@ async def test_the_recorder_refuses_a_usage_it_could_not_replay(tmp_path: Path) 
         await recorder.complete(FIRST)
     await recorder.aclose()
     assert load_recording(path).exchanges == ()
+
+
+_DEMO = ROOT / "autogpt_core" / "demo" / "demo.replay.json"
+_SPOT = "@@damaged@@"
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    path=st.lists(st.integers(min_value=0, max_value=50), max_size=9),
+    damage=strategies.damaged_json,
+)
+def test_a_damaged_recording_loads_or_is_a_config_error(
+    tmp_path_factory: pytest.TempPathFactory, path: list[int], damage: object
+) -> None:
+    """Any value of a recording replaced by anything a damaged file may hold (not JSON,
+    cut short, nested thousands deep, NaN, huge numbers, wrong types): loading gives a
+    valid recording or a ConfigError naming the recording, never another exception."""
+    data = json.loads(_DEMO.read_text(encoding="utf-8"))
+    text = json.dumps(strategies.replace_in_json(data, path, _SPOT))
+    if isinstance(damage, bytes):
+        raw = damage.decode("latin-1")
+    else:
+        raw = damage if isinstance(damage, str) else json.dumps(damage)
+    file = tmp_path_factory.mktemp("rec") / "r.json"
+    file.write_text(text.replace(json.dumps(_SPOT), raw, 1), encoding="utf-8")
+    try:
+        recording = load_recording(file)
+    except ConfigError as exc:
+        problem: str | None = str(exc)
+        recording = Recording()
+    else:
+        problem = None
+    assert problem is None or str(file) in problem
+    for exchange in recording.exchanges:
+        usage = exchange.response.usage
+        assert usage.prompt_tokens >= 0
+        assert usage.completion_tokens >= 0
+        assert math.isfinite(usage.cost_usd)
+        assert usage.cost_usd >= 0
