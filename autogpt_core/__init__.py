@@ -34,68 +34,68 @@ from ._errors import WorkspaceError as WorkspaceError
 from ._version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:
-    from ._commands import CommandRegistry as CommandRegistry
-    from ._commands import RegisteredCommand as RegisteredCommand
     from ._config import Config as Config
     from ._config import Limits as Limits
     from ._config import load_config as load_config
     from ._files import write_atomically as write_atomically
-    from ._hookcall import AsyncHookCaller as AsyncHookCaller
-    from ._hookcall import AsyncHooks as AsyncHooks
-    from ._hookcall import HookManager as HookManager
-    from ._loader import PluginRecord as PluginRecord
-    from ._loader import PluginSet as PluginSet
-    from ._loader import load as load_plugins
-    from ._loader import scan as scan_plugins
-    from ._manifest import CommandDecl as CommandDecl
-    from ._manifest import Manifest as Manifest
-    from ._manifest import SettingDecl as SettingDecl
-    from ._manifest import load_manifest as load_manifest
-    from ._manifest import parse_manifest as parse_manifest
-    from ._runtime import Runtime as Runtime
-    from ._session import RunOptions as RunOptions
-    from ._storage import ArtifactRecord as ArtifactRecord
-    from ._storage import AsyncStore as AsyncStore
-    from ._storage import CycleRecord as CycleRecord
-    from ._storage import Page as Page
-    from ._storage import SessionRecord as SessionRecord
-    from ._storage import SessionStatus as SessionStatus
-    from ._storage import Store as Store
-    from ._storage import StoredEvent as StoredEvent
-    from ._workspace import Workspace as Workspace
+    from .agent._runtime import Runtime as Runtime
+    from .agent._session import RunOptions as RunOptions
+    from .agent._workspace import Workspace as Workspace
+    from .hooks._hookcall import AsyncHookCaller as AsyncHookCaller
+    from .hooks._hookcall import AsyncHooks as AsyncHooks
+    from .hooks._hookcall import HookManager as HookManager
+    from .plugins._commands import CommandRegistry as CommandRegistry
+    from .plugins._commands import RegisteredCommand as RegisteredCommand
+    from .plugins._loader import PluginRecord as PluginRecord
+    from .plugins._loader import PluginSet as PluginSet
+    from .plugins._loader import load as load_plugins
+    from .plugins._loader import scan as scan_plugins
+    from .plugins._manifest import CommandDecl as CommandDecl
+    from .plugins._manifest import Manifest as Manifest
+    from .plugins._manifest import SettingDecl as SettingDecl
+    from .plugins._manifest import load_manifest as load_manifest
+    from .plugins._manifest import parse_manifest as parse_manifest
+    from .store._storage import ArtifactRecord as ArtifactRecord
+    from .store._storage import AsyncStore as AsyncStore
+    from .store._storage import CycleRecord as CycleRecord
+    from .store._storage import Page as Page
+    from .store._storage import SessionRecord as SessionRecord
+    from .store._storage import SessionStatus as SessionStatus
+    from .store._storage import Store as Store
+    from .store._storage import StoredEvent as StoredEvent
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "CommandRegistry": ("_commands", "CommandRegistry"),
-    "RegisteredCommand": ("_commands", "RegisteredCommand"),
+    "CommandRegistry": ("plugins._commands", "CommandRegistry"),
+    "RegisteredCommand": ("plugins._commands", "RegisteredCommand"),
     "Config": ("_config", "Config"),
     "Limits": ("_config", "Limits"),
     "load_config": ("_config", "load_config"),
-    "AsyncHookCaller": ("_hookcall", "AsyncHookCaller"),
+    "AsyncHookCaller": ("hooks._hookcall", "AsyncHookCaller"),
     "write_atomically": ("_files", "write_atomically"),
-    "AsyncHooks": ("_hookcall", "AsyncHooks"),
-    "HookManager": ("_hookcall", "HookManager"),
-    "PluginRecord": ("_loader", "PluginRecord"),
-    "PluginSet": ("_loader", "PluginSet"),
-    "load_plugins": ("_loader", "load"),
-    "scan_plugins": ("_loader", "scan"),
-    "CommandDecl": ("_manifest", "CommandDecl"),
-    "Manifest": ("_manifest", "Manifest"),
-    "SettingDecl": ("_manifest", "SettingDecl"),
-    "load_manifest": ("_manifest", "load_manifest"),
-    "parse_manifest": ("_manifest", "parse_manifest"),
-    "Redactor": ("_redact", "Redactor"),
-    "is_secret_name": ("_redact", "is_secret_name"),
-    "Runtime": ("_runtime", "Runtime"),
-    "RunOptions": ("_session", "RunOptions"),
-    "ArtifactRecord": ("_storage", "ArtifactRecord"),
-    "AsyncStore": ("_storage", "AsyncStore"),
-    "CycleRecord": ("_storage", "CycleRecord"),
-    "Page": ("_storage", "Page"),
-    "SessionRecord": ("_storage", "SessionRecord"),
-    "SessionStatus": ("_storage", "SessionStatus"),
-    "Store": ("_storage", "Store"),
-    "StoredEvent": ("_storage", "StoredEvent"),
-    "Workspace": ("_workspace", "Workspace"),
+    "AsyncHooks": ("hooks._hookcall", "AsyncHooks"),
+    "HookManager": ("hooks._hookcall", "HookManager"),
+    "PluginRecord": ("plugins._loader", "PluginRecord"),
+    "PluginSet": ("plugins._loader", "PluginSet"),
+    "load_plugins": ("plugins._loader", "load"),
+    "scan_plugins": ("plugins._loader", "scan"),
+    "CommandDecl": ("plugins._manifest", "CommandDecl"),
+    "Manifest": ("plugins._manifest", "Manifest"),
+    "SettingDecl": ("plugins._manifest", "SettingDecl"),
+    "load_manifest": ("plugins._manifest", "load_manifest"),
+    "parse_manifest": ("plugins._manifest", "parse_manifest"),
+    "Redactor": ("agent._redact", "Redactor"),
+    "is_secret_name": ("agent._redact", "is_secret_name"),
+    "Runtime": ("agent._runtime", "Runtime"),
+    "RunOptions": ("agent._session", "RunOptions"),
+    "ArtifactRecord": ("store._storage", "ArtifactRecord"),
+    "AsyncStore": ("store._storage", "AsyncStore"),
+    "CycleRecord": ("store._storage", "CycleRecord"),
+    "Page": ("store._storage", "Page"),
+    "SessionRecord": ("store._storage", "SessionRecord"),
+    "SessionStatus": ("store._storage", "SessionStatus"),
+    "Store": ("store._storage", "Store"),
+    "StoredEvent": ("store._storage", "StoredEvent"),
+    "Workspace": ("agent._workspace", "Workspace"),
 }
 
 

@@ -21,10 +21,10 @@ from typing import Any, Literal
 import attrs
 import yaml
 
-from . import _yaml as strict_yaml
 from ._errors import ConfigError
 from ._files import write_atomically
-from ._permissions import PERMISSION, PERMISSION_NAMES
+from .plugins import _yaml as strict_yaml
+from .plugins._permissions import PERMISSION, PERMISSION_NAMES
 
 APP_NAME = "autogpt"
 # Read on every command, like manifests: bounded, and without YAML aliases.

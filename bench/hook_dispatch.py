@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from autogpt_core._hookcall import HookManager
+from autogpt_core.hooks._hookcall import HookManager
 from hookspecs import hookimpl, hookspec
 
 ROUNDS = 15

@@ -31,9 +31,9 @@ import attrs
 import trio
 
 from autogpt_core._config import Config, Limits
-from autogpt_core._loader import load
-from autogpt_core._runtime import Runtime
-from autogpt_core._session import RunOptions
+from autogpt_core.agent._runtime import Runtime
+from autogpt_core.agent._session import RunOptions
+from autogpt_core.plugins._loader import load
 from hookspecs import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
 
 LATENCY = 0.05

@@ -191,7 +191,7 @@ def main() -> int:
             str(pyn),
             "-c",
             "import sys, contextlib, io\n"
-            "from autogpt_core._cli import main\n"
+            "from autogpt_core.cli._cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    main(['plugins', 'list'])\n"
             "print(sum(1 for m in sys.modules if m.startswith('benchplug')))\n",

@@ -176,7 +176,7 @@ def test_codeowners_and_new(tmp_path: Path) -> None:
     assert created.returncode == 0, created.stderr
     root = tmp_path / "autogpt-plugin-my-tool"
     assert (root / "pyproject.toml").exists()
-    from autogpt_core._manifest import load_manifest
+    from autogpt_core.plugins._manifest import load_manifest
 
     manifest = load_manifest(root / "autogpt_plugin_my_tool" / "autogpt-plugin.yaml")
     assert manifest.id == "my-tool"
@@ -187,7 +187,8 @@ def test_codeowners_and_new(tmp_path: Path) -> None:
 
 def test_status_names_agree_with_the_loader() -> None:
     """The CLI's copies of the status names (kept to avoid importing the loader) match."""
-    from autogpt_core import _cli_plugins, _loader
+    from autogpt_core.cli import _cli_plugins
+    from autogpt_core.plugins import _loader
 
     assert (_cli_plugins.BROKEN, _cli_plugins.LOADED) == (_loader.BROKEN, _loader.LOADED)
 

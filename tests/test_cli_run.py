@@ -182,7 +182,7 @@ def test_a_second_resume_is_refused_while_the_first_runs(tmp_path: Path) -> None
 def test_resume_takes_a_unique_id_prefix_and_explains_others(tmp_path: Path) -> None:
     """--resume accepts a unique start of an id; an ambiguous one is refused listing the
     candidates, an unknown one points at `autogpt sessions`; all in one line, exit 2."""
-    from autogpt_core._storage import Store
+    from autogpt_core.store._storage import Store
 
     env = cli_env(tmp_path)
     nothing = autogpt("run", "--resume", "abc", env=env)
@@ -491,8 +491,8 @@ def test_sessions_delete_keeps_a_workspace_the_user_chose(tmp_path: Path) -> Non
 def test_sessions_delete_refuses_a_running_session(tmp_path: Path) -> None:
     """A session whose lease a live process holds is refused in one line naming that
     process, before asking anything; nothing is deleted."""
-    from autogpt_core._lease import Holder
-    from autogpt_core._storage import Store
+    from autogpt_core.store._lease import Holder
+    from autogpt_core.store._storage import Store
 
     env = cli_env(tmp_path)
     (session_id,) = _demo_sessions(tmp_path, 1)

@@ -17,10 +17,10 @@ from autogpt_core import (
     ManifestError,
     RegistrationError,
     UnknownCommandError,
-    _commands,
 )
-from autogpt_core._commands import CommandRegistry
-from autogpt_core._manifest import CommandDecl, Manifest, validate_manifest
+from autogpt_core.plugins import _commands
+from autogpt_core.plugins._commands import CommandRegistry
+from autogpt_core.plugins._manifest import CommandDecl, Manifest, validate_manifest
 from hookspecs import CommandContext, CommandResult, blocking
 from tests.strategies import argument_dicts, parameter_schemas, valid_manifest_dict
 

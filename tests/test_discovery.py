@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autogpt_core import ManifestError
-from autogpt_core._discovery import ManifestCache, iter_sources, package_dir, read_manifest
+from autogpt_core.plugins._discovery import ManifestCache, iter_sources, package_dir, read_manifest
 from tests import strategies
 from tests.distfactory import write_plugin
 

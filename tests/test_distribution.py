@@ -56,7 +56,7 @@ def test_installed_distribution_hooks_and_command_run(hello_site: Path, tmp_path
     code = """
 import trio
 from autogpt_core._config import load_config
-from autogpt_core._loader import load
+from autogpt_core.plugins._loader import load
 from hookspecs import PromptBuilder, SessionView, CommandContext, PluginSettings
 plugins = load(load_config())
 prompt = PromptBuilder(goal="g")

@@ -28,16 +28,16 @@ import yaml
 from jsonschema import Draft202012Validator
 
 import hookspecs
-from autogpt_core._cli import build_parser
 from autogpt_core._config import parse_config
-from autogpt_core._manifest import (
+from autogpt_core.cli._cli import build_parser
+from autogpt_core.plugins._manifest import (
     MANIFEST_FILENAME,
     CommandDecl,
     Manifest,
     load_manifest,
     parse_manifest,
 )
-from autogpt_core._settings import resolve_settings
+from autogpt_core.plugins._settings import resolve_settings
 from autogpt_plugins.llm_replay import Recording
 
 ROOT = Path(__file__).resolve().parent.parent

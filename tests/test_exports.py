@@ -50,10 +50,10 @@ def test_version_needs_no_engine() -> None:
     """The CLI's parser (all --version builds) imports neither the loader nor storage."""
     code = (
         "import sys\n"
-        "from autogpt_core._cli import build_parser\n"
+        "from autogpt_core.cli._cli import build_parser\n"
         "build_parser()\n"
-        "heavy = ('autogpt_core._loader', 'autogpt_core._storage', 'autogpt_core._runtime',"
-        " 'hookspecs._types', 'sqlite3', 'openai')\n"
+        "heavy = ('autogpt_core.plugins._loader', 'autogpt_core.store._storage',"
+        " 'autogpt_core.agent._runtime', 'hookspecs._types', 'sqlite3', 'openai')\n"
         "print(','.join(m for m in heavy if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

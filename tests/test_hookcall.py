@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from pluggy import HookCallError, PluginValidationError
 
 import hookspecs
-from autogpt_core import _hookcall
 from autogpt_core._errors import HookError, HookTimeout
-from autogpt_core._hookcall import (
+from autogpt_core.hooks import _hookcall
+from autogpt_core.hooks._hookcall import (
     ASYNC,
     ASYNC_WRAPPER,
     BLOCKING,

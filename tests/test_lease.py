@@ -16,11 +16,11 @@ import trio
 import trio.testing
 
 from autogpt_core._errors import LLMError, SessionInUse, StorageError
-from autogpt_core._lease import Holder, Lease, hold_lease, taken_over
-from autogpt_core._loader import PluginSet, load
-from autogpt_core._runtime import Runtime
-from autogpt_core._session import RunOptions
-from autogpt_core._storage import CycleRecord, SessionStatus, Store
+from autogpt_core.agent._runtime import Runtime
+from autogpt_core.agent._session import RunOptions
+from autogpt_core.plugins._loader import PluginSet, load
+from autogpt_core.store._lease import Holder, Lease, hold_lease, taken_over
+from autogpt_core.store._storage import CycleRecord, SessionStatus, Store
 from hookspecs import LLMRequest, LLMResponse, hookimpl
 from tests.scripted import GOAL, ScriptedProvider, _config, _reply
 

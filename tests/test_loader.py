@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from autogpt_core._config import Config
-from autogpt_core._discovery import ManifestCache, iter_sources
-from autogpt_core._loader import BROKEN, DISABLED, LOADED, PluginSet, load, scan
+from autogpt_core.plugins._discovery import ManifestCache, iter_sources
+from autogpt_core.plugins._loader import BROKEN, DISABLED, LOADED, PluginSet, load, scan
 from hookspecs import PromptBuilder, SessionView
 from tests.distfactory import write_plugin
 

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from autogpt_core import ManifestError
-from autogpt_core._manifest import (
+from autogpt_core.plugins._manifest import (
     MAX_MANIFEST_BYTES,
     MAX_MANIFEST_DEPTH,
     Manifest,

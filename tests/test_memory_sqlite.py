@@ -16,7 +16,7 @@ import yaml
 import autogpt_plugins.memory_sqlite as memory_plugin
 import hookspecs
 from autogpt_core._errors import StorageError
-from autogpt_core._storage import Store
+from autogpt_core.store._storage import Store
 from autogpt_plugins.memory_sqlite import SQLiteMemory
 from hookspecs import (
     BLOCKING_ATTR,
@@ -226,7 +226,7 @@ def test_manifest_is_valid_and_declares_the_registered_commands() -> None:
 async def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
     """pluggy accepts the module; its hooks work through the awaitable hook caller:
     stores are group-committed, the goal's memories are found at session start."""
-    from autogpt_core._hookcall import HookManager
+    from autogpt_core.hooks._hookcall import HookManager
 
     pm = HookManager()
     pm.register(memory_plugin, name="memory_sqlite")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from autogpt_core._manifest import Manifest
-from autogpt_core._ordering import resolve_order
+from autogpt_core.plugins._manifest import Manifest
+from autogpt_core.plugins._ordering import resolve_order
 from tests.strategies import plugin_graphs
 
 

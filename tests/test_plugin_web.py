@@ -21,7 +21,7 @@ from hypercorn.trio import serve
 from hypothesis import given
 
 from autogpt_core._config import DEFAULT_GRANTS
-from autogpt_core._session import RunOptions
+from autogpt_core.agent._session import RunOptions
 from autogpt_plugins import web
 from hookspecs import CommandContext, Confirmation, PluginSettings, SessionView, hookimpl
 from tests import strategies

@@ -22,10 +22,10 @@ import autogpt_plugins.workspace as workspace_plugin
 import hookspecs
 from autogpt_core._config import DEFAULT_GRANTS
 from autogpt_core._errors import WorkspaceError
-from autogpt_core._loader import load
-from autogpt_core._runtime import Runtime
-from autogpt_core._session import RunOptions
-from autogpt_core._workspace import Workspace
+from autogpt_core.agent._runtime import Runtime
+from autogpt_core.agent._session import RunOptions
+from autogpt_core.agent._workspace import Workspace
+from autogpt_core.plugins._loader import load
 from hookspecs import (
     BLOCKING_ATTR,
     CommandContext,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autogpt_core._redact import MASK, Redactor
+from autogpt_core.agent._redact import MASK, Redactor
 
 
 def test_masks_in_nested_values_and_keys() -> None:

@@ -10,10 +10,10 @@ import trio
 import trio.lowlevel
 
 from autogpt_core._config import Limits
-from autogpt_core._loader import load
-from autogpt_core._runtime import Runtime
-from autogpt_core._session import RunOptions
-from autogpt_core._storage import Store
+from autogpt_core.agent._runtime import Runtime
+from autogpt_core.agent._session import RunOptions
+from autogpt_core.plugins._loader import load
+from autogpt_core.store._storage import Store
 from hookspecs import (
     Confirmation,
     hookimpl,

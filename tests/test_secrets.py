@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autogpt_core._redact import MASK, MIN_SECRET_LENGTH, Redactor, is_secret_name
+from autogpt_core.agent._redact import MASK, MIN_SECRET_LENGTH, Redactor, is_secret_name
 from autogpt_plugins.shell import child_environment
 from tests.clirun import autogpt, cli_env
 from tests.fake_openai import FakeToolCall, Reply, fake_openai_in_thread

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autogpt_core._manifest import parse_manifest
-from autogpt_core._settings import resolve_settings
+from autogpt_core.plugins._manifest import parse_manifest
+from autogpt_core.plugins._settings import resolve_settings
 
 MANIFEST = """
 manifest_version: 1

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autogpt_core._errors import SessionInUse, SessionNotFound, StorageError
-from autogpt_core._lease import Holder
-from autogpt_core._storage import (
+from autogpt_core.store._lease import Holder
+from autogpt_core.store._storage import (
     _MIGRATIONS,
     SCHEMA_VERSION,
     AsyncStore,
@@ -404,7 +404,7 @@ def test_writes_from_many_threads_all_land(store: Store, tmp_path: Path) -> None
 _WRITER = textwrap.dedent(
     """
     import sys
-    from autogpt_core._storage import CycleRecord, Store
+    from autogpt_core.store._storage import CycleRecord, Store
     from hookspecs import Event, EventKind, Message, Role
 
     store = Store(sys.argv[1])
@@ -682,7 +682,7 @@ def test_stores_opened_at_once_on_a_missing_file_all_open(tmp_path: Path) -> Non
     code = textwrap.dedent(
         f"""
         import sys, time
-        from autogpt_core._storage import Store
+        from autogpt_core.store._storage import Store
         time.sleep(max(0.0, {time.time() + 1.0} - time.time()))
         with Store({str(path)!r}) as store:
             store.create_session("g", "/ws", session_id=sys.argv[1])

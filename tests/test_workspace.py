@@ -1,4 +1,4 @@
-"""The workspace sandbox (``autogpt_core._workspace``); the plugin is in test_plugin_workspace."""
+"""The workspace sandbox (``agent._workspace``); the plugin is in test_plugin_workspace."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from autogpt_core._errors import WorkspaceError
-from autogpt_core._workspace import DEFAULT_READ_LIMIT, Workspace, show_path
+from autogpt_core.agent._workspace import DEFAULT_READ_LIMIT, Workspace, show_path
 
 from .strategies import (
     SECRET,

@@ -1,6 +1,6 @@
 """File commands confined to the session's workspace directory.
 
-Every command resolves its path with ``Workspace`` (``autogpt_core._workspace``): a path
+Every command resolves its path with ``Workspace`` (``autogpt_core.agent._workspace``): a path
 that leads outside the workspace raises ``WorkspaceError``, which the core turns into an
 observation for the model.
 

@@ -27,7 +27,7 @@ from typing import Protocol
 import attrs
 import trio
 
-from ._errors import SessionInUse, StorageError
+from .._errors import SessionInUse, StorageError
 
 LEASE_PERIOD = 10.0
 """Seconds between heartbeats."""

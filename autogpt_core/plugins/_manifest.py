@@ -27,9 +27,9 @@ from typing import Any
 import attrs
 import yaml
 
-from ._errors import ManifestError, ManifestIssue
+from .._errors import ManifestError, ManifestIssue
+from ..agent._redact import is_secret_name
 from ._permissions import PERMISSION_NAMES, PERMISSION_PATTERN
-from ._redact import is_secret_name
 from ._yaml import Refused, StrictLoader
 
 MANIFEST_FILENAME = "autogpt-plugin.yaml"

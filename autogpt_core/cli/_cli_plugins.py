@@ -10,11 +10,11 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._config import Config, load_config, set_plugin_state
-from ._errors import ConfigError
+from .._config import Config, load_config, set_plugin_state
+from .._errors import ConfigError
 
 if TYPE_CHECKING:
-    from ._loader import PluginRecord, PluginSet
+    from ..plugins._loader import PluginRecord, PluginSet
 
 # The loader (and with it trio and pluggy) is imported by the commands that need it, so
 # that building the argument parser -- all that ``autogpt --version`` does -- stays cheap.
@@ -83,8 +83,8 @@ def _config(args: argparse.Namespace, *, must_exist: bool = True) -> Config:
 
 
 def _load(args: argparse.Namespace, config: Config) -> PluginSet:
-    from ._loader import load
-    from ._tracing import trace_factory
+    from ..hooks._tracing import trace_factory
+    from ..plugins._loader import load
 
     return load(config, pm_factory=trace_factory(args.trace_hooks))
 
@@ -152,7 +152,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     from hookspecs import printable
 
-    from ._loader import scan
+    from ..plugins._loader import scan
 
     config = _config(args)
     records = scan(config)
@@ -297,7 +297,7 @@ def _parameter_line(param: Mapping[str, Any]) -> str:
 
 
 def cmd_enable(args: argparse.Namespace) -> int:
-    from ._loader import scan
+    from ..plugins._loader import scan
 
     config = _config(args, must_exist=False)
     records = {r.id: r for r in scan(config)}
@@ -345,7 +345,7 @@ def cmd_enable(args: argparse.Namespace) -> int:
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
-    from ._loader import scan
+    from ..plugins._loader import scan
 
     config = _config(args, must_exist=False)
     records = {r.id: r for r in scan(config)}
@@ -423,7 +423,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def cmd_codeowners(args: argparse.Namespace) -> int:
-    from ._loader import scan
+    from ..plugins._loader import scan
 
     config = _config(args)
     records = scan(config)
@@ -437,8 +437,8 @@ def cmd_codeowners(args: argparse.Namespace) -> int:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    from ._discovery import iter_sources
-    from ._scaffold import create_plugin
+    from ..plugins._discovery import iter_sources
+    from ..plugins._scaffold import create_plugin
 
     def normal(plugin_id: str) -> str:
         # my-tool and my_tool make the same distribution and package names.

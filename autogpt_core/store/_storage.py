@@ -63,7 +63,7 @@ from hookspecs import (
     ToolCall,
 )
 
-from ._errors import SessionNotFound, StorageError
+from .._errors import SessionNotFound, StorageError
 from ._lease import Holder, Lease, in_use, lease_live, taken_over
 
 _T = TypeVar("_T")

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from ._errors import WorkspaceError
+from .._errors import WorkspaceError
 
 DEFAULT_READ_LIMIT = 1024 * 1024
 """``read_text`` refuses files larger than this many bytes, unless told otherwise."""

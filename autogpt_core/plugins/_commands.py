@@ -31,7 +31,7 @@ from hookspecs import (
     ToolSpec,
 )
 
-from ._errors import (
+from .._errors import (
     CommandArgumentsError,
     ConflictError,
     RegistrationError,

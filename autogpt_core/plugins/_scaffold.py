@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 _PYPROJECT = """\
 [build-system]

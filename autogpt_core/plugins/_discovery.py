@@ -27,10 +27,10 @@ from typing import Any
 
 import attrs
 
-from ._errors import ManifestError, ManifestIssue
-from ._files import write_atomically
+from .._errors import ManifestError, ManifestIssue
+from .._files import write_atomically
+from .._version import __version__
 from ._manifest import MANIFEST_FILENAME, Manifest, load_manifest
-from ._version import __version__
 
 ENTRY_POINT_GROUP = "autogpt.plugins"
 CORE_DISTRIBUTION = "autogpt-core"

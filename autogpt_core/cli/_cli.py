@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ._version import __version__
+from .._version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
-    from ._errors import AutoGPTError
+    from .._errors import AutoGPTError
 
     try:
         code: int = handler(args)
@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Errors can quote a plugin, a file or a model: masked and shown, never acted on.
         from hookspecs import printable
 
-        from ._redact import Redactor
+        from ..agent._redact import Redactor
 
         print(
             f"autogpt: error: {printable(Redactor.from_environment().text(str(exc)))}",

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._config import DEFAULT_GRANTS, SECTIONS, load_config, resolve_config_path
+from .._config import DEFAULT_GRANTS, SECTIONS, load_config, resolve_config_path
 
 
 def add_config_parser(sub: Any) -> None:

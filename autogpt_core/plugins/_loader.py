@@ -25,8 +25,11 @@ import pluggy
 
 from hookspecs import LLMProviderFactory, PluginSettings
 
+from .._config import Config
+from .._errors import ManifestError, PluginError, RegistrationError
+from .._version import __version__
+from ..hooks._hookcall import HookManager
 from ._commands import CommandRegistry
-from ._config import Config
 from ._discovery import (
     ManifestCache,
     PluginSource,
@@ -34,12 +37,9 @@ from ._discovery import (
     iter_sources,
     read_manifest,
 )
-from ._errors import ManifestError, PluginError, RegistrationError
-from ._hookcall import HookManager
 from ._manifest import Manifest
 from ._ordering import resolve_order
 from ._settings import resolve_settings
-from ._version import __version__
 
 LOADED = "loaded"
 DISABLED = "disabled"

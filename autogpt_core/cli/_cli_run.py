@@ -11,10 +11,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._config import Config, load_config
+from .._config import Config, load_config
 
 if TYPE_CHECKING:
-    from ._storage import SessionFootprint
+    from ..store._storage import SessionFootprint
 
 DEMO_GOAL = (
     "Write a haiku about plugins to haiku.txt, remember it for later sessions, "
@@ -116,10 +116,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from hookspecs import printable
 
-    from ._errors import ConfigError
-    from ._runtime import Runtime
-    from ._session import RunOptions
-    from ._tracing import trace_factory
+    from .._errors import ConfigError
+    from ..agent._runtime import Runtime
+    from ..agent._session import RunOptions
+    from ..hooks._tracing import trace_factory
 
     config = load_config(args.config)
     goal = args.goal
@@ -138,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             'no goal: give one, e.g. autogpt run "Summarise notes.txt", or run '
             "'autogpt run --demo'"
         )
-    from ._session import new_session_id
+    from ..agent._session import new_session_id
 
     session_id = _resolve_session_id(config, args.resume) if args.resume else new_session_id()
     options = RunOptions(
@@ -205,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     code = 0 if outcome.status == "finished" else 1
     workspace = args.workspace or config.data_dir / "workspaces" / session_id
     if args.resume:
-        from ._storage import Store
+        from ..store._storage import Store
 
         with Store(config.data_dir / "sessions.sqlite3") as store:
             workspace = store.get_session(session_id).workspace
@@ -229,8 +229,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _resolve_session_id(config: Config, text: str) -> str:
     """The id of the stored session that ``text`` names: all of its id, or a unique prefix."""
-    from ._errors import SessionNotFound
-    from ._storage import Store
+    from .._errors import SessionNotFound
+    from ..store._storage import Store
 
     path = config.data_dir / "sessions.sqlite3"
     if not path.exists():
@@ -243,7 +243,7 @@ def _resolve_session_id(config: Config, text: str) -> str:
 
 
 def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception | None:
-    from ._errors import AutoGPTError
+    from .._errors import AutoGPTError
 
     leaves: list[BaseException] = []
     stack: list[BaseException] = [group]
@@ -263,7 +263,7 @@ def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception 
 def cmd_sessions(args: argparse.Namespace) -> int:
     from hookspecs import printable
 
-    from ._storage import Store
+    from ..store._storage import Store
 
     config = load_config(args.config)
     path = config.data_dir / "sessions.sqlite3"
@@ -322,8 +322,8 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
 
     from hookspecs import printable
 
-    from ._lease import in_use
-    from ._storage import Store
+    from ..store._lease import in_use
+    from ..store._storage import Store
 
     def say(text: str) -> None:
         # Ids, goals and paths come from the store: shown, never acted on by the terminal.
@@ -364,10 +364,10 @@ async def _delete_session(
     its lease throughout so that nobody resumes it halfway."""
     from hookspecs import MemoryQuery, SessionView
 
-    from ._errors import HookError
-    from ._lease import hold_lease
-    from ._runtime import Runtime
-    from ._tracing import trace_factory
+    from .._errors import HookError
+    from ..agent._runtime import Runtime
+    from ..hooks._tracing import trace_factory
+    from ..store._lease import hold_lease
 
     async with Runtime(config, pm_factory=trace_factory(trace)) as runtime:
         store = runtime.store

@@ -130,7 +130,7 @@ from pluggy._callers import run_old_style_hookwrapper
 import hookspecs
 from hookspecs import BLOCKING_ATTR, PROJECT_NAME
 
-from ._errors import HookError, HookTimeout
+from .._errors import HookError, HookTimeout
 
 HookTracer = Callable[[str, str, float, str], object]
 """``on_call(hook_name, plugin_name, duration_seconds, outcome)``; outcome is e.g. ``"value"``,

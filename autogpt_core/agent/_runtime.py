@@ -34,15 +34,15 @@ from hookspecs import (
     hookimpl,
 )
 
-from ._config import Config
-from ._errors import ConfigError, HookError
-from ._hookcall import HookManager
-from ._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, hold_lease
-from ._loader import PluginSet, load
+from .._config import Config
+from .._errors import ConfigError, HookError
+from .._version import __version__
+from ..hooks._hookcall import HookManager
+from ..plugins._loader import PluginSet, load
+from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, hold_lease
+from ..store._storage import AsyncStore
 from ._redact import MaskedProvider, Redactor
 from ._session import RunOptions, Session, history_from_cycles, new_session_id
-from ._storage import AsyncStore
-from ._version import __version__
 
 CORE_PLUGIN_NAME = "autogpt-core"
 # RunOptions stored with a session (never the API key), so that --resume runs it alike.

@@ -65,11 +65,11 @@ from hookspecs import (
     quote_data,
 )
 
-from ._commands import RegisteredCommand
-from ._errors import AutoGPTError, HookError, LLMError, PermissionDenied, SessionInUse
-from ._hookcall import stall_interrupts
+from .._errors import AutoGPTError, HookError, LLMError, PermissionDenied, SessionInUse
+from ..hooks._hookcall import stall_interrupts
+from ..plugins._commands import RegisteredCommand
+from ..store._storage import CycleRecord, SessionStatus, Store
 from ._redact import masked_message
-from ._storage import CycleRecord, SessionStatus, Store
 
 if TYPE_CHECKING:
     from ._runtime import Runtime

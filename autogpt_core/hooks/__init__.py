@@ -1,0 +1,3 @@
+"""Calling hooks: the awaitable caller over pluggy, deadlines, isolation, tracing.
+
+Private: the public API is ``autogpt_core``'s."""
