@@ -1,9 +1,10 @@
 """Long-term memory in a SQLite file with full-text search, shared by every session.
 
-The memories live in their own file (the ``path`` setting; by default ``memory.sqlite3``
-in the data directory), in the memory tables of the session store's ``Store`` class. The
-file is opened on first use and closed at ``autogpt_shutdown``. Everything that touches
-it is marked blocking, so it runs in a worker thread.
+The memories live in a file of the plugin's own (the ``path`` setting; by default
+``memory.sqlite3`` in the data directory), with the plugin's own schema and migrations
+(``_db.py``, ``_migrations.py``). The file is opened on first use and closed at
+``autogpt_shutdown``. Everything that touches it is marked blocking, so it runs in a
+worker thread, except ``memory_store``, whose items are group-committed (``_writer.py``).
 
 The plugin's state is one ``SQLiteMemory`` object; the module-level hook implementations
 and commands delegate to it, because the core registers this module as the plugin.
@@ -17,7 +18,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from autogpt_core import AsyncStore, StorageError, Store
+from autogpt_core import StorageError
 from hookspecs import (
     CommandContext,
     MemoryHit,
@@ -31,6 +32,9 @@ from hookspecs import (
     hookimpl,
 )
 
+from ._db import MemoryDB as MemoryDB
+from ._writer import MemoryWriter
+
 PLUGIN_ID = "memory_sqlite"
 DEFAULT_FILE = "memory.sqlite3"
 
@@ -39,21 +43,21 @@ _SHOWN_CHARACTERS = 500
 
 
 class SQLiteMemory:
-    """The plugin's state: its settings and, once used, its ``Store``. Thread-safe."""
+    """The plugin's state: its settings and, once used, its ``MemoryDB``. Thread-safe."""
 
     def __init__(self) -> None:
         self._settings = PluginSettings(plugin_id=PLUGIN_ID)
-        self._store: Store | None = None
-        self._async: AsyncStore | None = None
+        self._db: MemoryDB | None = None
+        self._writer: MemoryWriter | None = None
         self._lock = threading.Lock()
 
     def configure(self, settings: PluginSettings) -> None:
-        """Take new settings; a store opened with the old ones is closed."""
+        """Take new settings; a database opened with the old ones is closed."""
         with self._lock:
             self._settings = settings
-            store, self._store = self._store, None
-        if store is not None:
-            store.close()
+            db, self._db, self._writer = self._db, None, None
+        if db is not None:
+            db.close()
 
     def path(self) -> Path:
         """The database file: the ``path`` setting, relative to the data directory."""
@@ -74,30 +78,40 @@ class SQLiteMemory:
             )
         return data_dir / DEFAULT_FILE
 
-    def store(self) -> Store:
-        """The store, opened on first use."""
+    def db(self) -> MemoryDB:
+        """The database, opened on first use."""
         with self._lock:
-            if self._store is None:
-                self._store = Store(self.path())
-            return self._store
+            if self._db is None:
+                self._db = MemoryDB(self.path())
+            return self._db
 
-    def async_store(self) -> AsyncStore:
-        """The store for trio code: writes from all sessions are group-committed.
+    def opened(self) -> bool:
+        """Whether the database is open (so ``writer()`` does not block)."""
+        return self._db is not None
 
-        Call ``store()`` first (in a worker thread): opening the file blocks.
+    def writer(self) -> MemoryWriter:
+        """The group-committing writer, for trio code.
+
+        Call ``db()`` first (in a worker thread): opening the file blocks.
         """
-        store = self.store()
+        db = self.db()
         with self._lock:
-            if self._async is None or self._async.store is not store:
-                self._async = AsyncStore(store)
-            return self._async
+            if self._writer is None or self._writer.db is not db:
+                self._writer = MemoryWriter(db)
+            return self._writer
+
+    async def flush(self) -> None:
+        """Store the items a cancelled ``memory_store`` may have left queued."""
+        writer = self._writer
+        if writer is not None:
+            await writer.flush()
 
     def close(self) -> None:
-        """Close the store, if open; it is opened again when next needed."""
+        """Close the database, if open; it is opened again when next needed."""
         with self._lock:
-            store, self._store, self._async = self._store, None, None
-        if store is not None:
-            store.close()
+            db, self._db, self._writer = self._db, None, None
+        if db is not None:
+            db.close()
 
     # -- the memory hooks ---------------------------------------------------------------
 
@@ -105,15 +119,15 @@ class SQLiteMemory:
         """Store ``item`` (as ``session``'s if it names no session); return its id."""
         if not item.session_id:
             item = attrs.evolve(item, session_id=session.id)
-        return self.store().memory_store(item)
+        return self.db().memory_store(item)
 
     def memory_recall(self, session: SessionView, query: MemoryQuery) -> list[MemoryHit]:
         """The best matches for ``query``, in ``session`` or in all sessions."""
-        return self.store().memory_recall(query, session.id, backend=PLUGIN_ID)
+        return self.db().memory_recall(query, session.id, backend=PLUGIN_ID)
 
     def memory_forget(self, session: SessionView, query: MemoryQuery) -> int:
         """Forget what matches ``query``; return how many items."""
-        return self.store().memory_forget(query, session.id)
+        return self.db().memory_forget(query, session.id)
 
     # -- commands and prompt ------------------------------------------------------------
 
@@ -199,9 +213,9 @@ async def memory_store(session: SessionView, item: MemoryItem) -> str:
     # sessions' items costs one transaction per batch instead of a thread and a commit each.
     if not item.session_id:
         item = attrs.evolve(item, session_id=session.id)
-    if _memory._store is None:
-        await trio.to_thread.run_sync(_memory.store)
-    return await _memory.async_store().memory_store(item)
+    if not _memory.opened():
+        await trio.to_thread.run_sync(_memory.db)
+    return await _memory.writer().store(item)
 
 
 @hookimpl(blocking=True)
@@ -217,7 +231,5 @@ def memory_forget(session: SessionView, query: MemoryQuery) -> int:
 @hookimpl
 async def autogpt_shutdown(runtime: RuntimeView) -> None:
     # Commit what cancelled callers may have left queued, then close the file.
-    pending = _memory._async
-    if pending is not None:
-        await pending.flush()
+    await _memory.flush()
     await trio.to_thread.run_sync(_memory.close)
