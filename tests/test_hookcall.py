@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import threading
 import types
 import warnings
@@ -119,8 +120,12 @@ def impl(SIG):
 """
 
 
-def build_impl(pid: int, hook: str, plan: ImplPlan, log: list[Any], twin: bool) -> Any:
-    """The implementation ``plan`` describes; ``twin=True`` gives its plain-sync equivalent."""
+def build_impl(
+    pid: int, hook: str, plan: ImplPlan, log: list[Any], twin: bool, isolated: bool = False
+) -> Any:
+    """The implementation ``plan`` describes; ``twin=True`` gives its plain-sync equivalent,
+    and ``isolated=True`` a twin that does what isolation makes of a raising non-wrapper:
+    it is reported (logged as our isolate callback logs it) and counts as ``None``."""
     tag = f"p{pid}.{hook}"
     mode = plan.outcome
 
@@ -129,6 +134,9 @@ def build_impl(pid: int, hook: str, plan: ImplPlan, log: list[Any], twin: bool) 
         if mode == "value":
             return ("value", tag, tuple(sorted(args.items())))
         if mode == "raise":
+            if isolated:
+                log.append(("isolated", tag, "ValueError", ("impl", pid, hook)))
+                return None
             raise ValueError("impl", pid, hook)
         return None
 
@@ -202,11 +210,17 @@ def build_impl(pid: int, hook: str, plan: ImplPlan, log: list[Any], twin: bool) 
     )
 
 
-def build_manager(scenario: Scenario, pm: pluggy.PluginManager, log: list[Any], twin: bool) -> None:
+def build_manager(
+    scenario: Scenario,
+    pm: pluggy.PluginManager,
+    log: list[Any],
+    twin: bool,
+    isolated: bool = False,
+) -> None:
     """Register the scenario's plugins, in its order, on ``pm``."""
     for pid in scenario.order:
         impls = {
-            hook: build_impl(pid, hook, plan, log, twin)
+            hook: build_impl(pid, hook, plan, log, twin, isolated)
             for hook, plan in scenario.plugins[pid].impls
         }
         pm.register(plugin(**impls), name=f"p{pid}")
@@ -252,12 +266,13 @@ def settle(hook: str, run: Callable[[], object]) -> tuple[Any, ...]:
     return normalize(hook, error, result), [(w.category, str(w.message)) for w in caught]
 
 
-def reference_run(scenario: Scenario) -> list[Any]:
-    """pluggy's own synchronous calls over the plain-sync twins."""
+def reference_run(scenario: Scenario, isolated: bool = False) -> list[Any]:
+    """pluggy's own synchronous calls over the plain-sync twins (``isolated``: the twins
+    of raising non-wrappers report and return ``None``, as isolation has them do)."""
     log: list[Any] = []
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(Spec)
-    build_manager(scenario, pm, log, twin=True)
+    build_manager(scenario, pm, log, twin=True, isolated=isolated)
     records = []
     for round_ in range(2):
         if round_ and scenario.unregister is not None:
@@ -270,13 +285,22 @@ def reference_run(scenario: Scenario) -> list[Any]:
 
 
 def our_run(scenario: Scenario, variant: str) -> list[Any]:
-    """Our awaited calls over the async-capable implementations."""
+    """Our awaited calls over the async-capable implementations.
+
+    ``plain``: ``await pm.ahook.NAME(**kwargs)``; ``traced``: the same with ``on_call`` set;
+    ``deadline``: a deadline for the whole call; ``engine``: the call the engine makes, a
+    deadline for each implementation and failures isolated.
+    """
     log: list[Any] = []
     traced: list[tuple[str, str, float, str]] = []
     pm = HookManager(specs=Spec)
     build_manager(scenario, pm, log, twin=False)
     if variant == "traced":
         pm.on_call = lambda *record: traced.append(record)
+
+    def report(error: HookError) -> None:
+        cause = error.__cause__
+        log.append(("isolated", f"{error.plugin}.{error.hook}", type(cause).__name__, cause.args))
 
     async def main() -> list[Any]:
         records = []
@@ -288,6 +312,8 @@ def our_run(scenario: Scenario, variant: str) -> list[Any]:
                 caller = getattr(pm.ahook, hook)
                 if variant == "deadline":
                     coro = caller.call(kwargs, timeout=1e6)
+                elif variant == "engine":
+                    coro = caller.call(kwargs, timeout=1e6, isolate=report)
                 else:
                     coro = caller(**kwargs)
                 outcome = await settle_async(hook, coro)
@@ -317,10 +343,13 @@ async def settle_async(hook: str, coro: Any) -> tuple[Any, ...]:
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_parity_with_pluggy(scenario: Scenario) -> None:
-    """Awaited calls equal pluggy's sync calls: call order, arguments, results, errors, warnings."""
+    """Awaited calls equal pluggy's sync calls: call order, arguments, results, errors,
+    warnings; the engine's isolated call with deadlines equals pluggy's over twins that do
+    what isolation makes of a raising implementation."""
     expected = reference_run(scenario)
-    for variant in ("fast", "traced", "deadline"):
+    for variant in ("plain", "traced", "deadline"):
         assert our_run(scenario, variant) == expected, variant
+    assert our_run(scenario, "engine") == reference_run(scenario, isolated=True)
 
 
 # --- async wrappers ----------------------------------------------------------------------
@@ -531,20 +560,47 @@ async def test_hookspec_argument_defaults_apply() -> None:
 
 
 async def test_missing_spec_argument_warns_like_pluggy() -> None:
-    """Leaving out a spec argument gives pluggy's warning, attributed to the caller."""
+    """Leaving out a spec argument gives pluggy's warning, attributed to the caller, whatever
+    the call's options (a deadline over async implementations adds frames in between)."""
 
     def uses_a(a: object) -> object:
         return a
 
+    async def uses_a_too(a: object) -> None:
+        return None
+
     pm = manager(("a", plugin(first=hookimpl(uses_a))))
-    await pm.ahook.first(a=1, b=2)  # builds the fast path; the next call falls back from it
-    calls = [lambda: pm.ahook.first(a=1), lambda: pm.ahook.first.call({"a": 1})]
-    for traced in (False, True):  # a tracer turns the fast path off
-        pm.on_call = (lambda *record: None) if traced else None
-        for call in calls:
-            with pytest.warns(UserWarning, match=r"Argument\(s\) 'b' which are declared") as rec:
-                assert await call() == 1
-            assert rec[0].filename == __file__
+    await pm.ahook.first(a=1, b=2)  # binds the plan to the spec's arguments first
+    calls = [
+        lambda: pm.ahook.first(a=1),
+        lambda: pm.ahook.first.call({"a": 1}),
+        lambda: pm.ahook.first.call({"a": 1}, timeout=60),
+        lambda: pm.ahook.first.call({"a": 1}, timeout=60, isolate=print),
+    ]
+    for awaiting in (False, True):
+        if awaiting:  # the deadline's scope and its driver are only for plans that await
+            pm.register(plugin(first=hookimpl(uses_a_too)), name="a2")
+        for traced in (False, True):
+            pm.on_call = (lambda *record: None) if traced else None
+            for call in calls:
+                with pytest.warns(
+                    UserWarning, match=r"Argument\(s\) 'b' which are declared"
+                ) as rec:
+                    assert await call() == 1
+                assert rec[0].filename == __file__
+
+
+async def test_a_hook_without_spec_is_called_as_pluggy_calls_it() -> None:
+    """A hook only implementations declare: each gets the arguments it names, no warning."""
+    pm = manager(
+        ("one", plugin(unspecced=hookimpl(lambda a: ("one", a)))),
+        ("two", plugin(unspecced=hookimpl(lambda a, b=0: ("two", a, b)))),
+    )
+    assert pm.hook.unspecced.spec is None
+    for kwargs in ({"a": 1}, {"a": 1, "b": 2}):
+        assert await pm.ahook.unspecced(**kwargs) == pm.hook.unspecced(**kwargs)
+        engine = await pm.ahook.unspecced.call(kwargs, timeout=5, isolate=print)
+        assert engine == pm.hook.unspecced(**kwargs)
 
 
 async def test_missing_impl_argument_raises_hook_call_error() -> None:
@@ -621,8 +677,8 @@ def test_kinds_are_classified_once_per_implementation() -> None:
 # --- errors ------------------------------------------------------------------------------
 
 
-async def test_errors_name_the_plugin_on_the_fast_and_slow_paths() -> None:
-    """A raising impl is named by the HookError whichever path ran the call."""
+async def test_errors_name_the_plugin_whatever_the_options() -> None:
+    """A raising impl is named by the HookError with or without a deadline."""
 
     async def broken(a: object) -> None:
         raise KeyError(a)
@@ -848,6 +904,168 @@ async def test_isolate_with_timeout_gives_each_impl_its_own_deadline(
     assert [(type(e), e.plugin) for e in reported] == [(HookTimeout, "hangs")]
 
 
+async def test_an_isolated_deadline_runs_once_per_impl_from_its_first_suspension(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Each implementation's deadline starts when it first suspends and is not restarted by
+    its later suspensions: one that keeps suspending past it is cut off and reported."""
+    reported: list[HookError] = []
+
+    async def trickles() -> str:
+        for _ in range(10):
+            await trio.sleep(1)  # each step is short; all ten are twice the deadline
+        return "trickled"
+
+    async def steady() -> str:
+        await trio.sleep(4)
+        return "steady"
+
+    pm = manager(
+        ("steady", plugin(collect=hookimpl(steady))),
+        ("trickles", plugin(collect=hookimpl(trickles))),
+        ("steady2", plugin(collect=hookimpl(steady))),
+    )
+    started = trio.current_time()
+    result = await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=reported.append)
+    assert result == ["steady", "steady"]
+    assert [(type(e), e.plugin) for e in reported] == [(HookTimeout, "trickles")]
+    assert trio.current_time() - started == pytest.approx(4 + 5 + 4)
+
+
+async def test_deadlines_touch_only_what_they_can_interrupt(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A deadline is a cancel scope only where something can await: plain functions see
+    none; with isolation an async impl sees its own once it suspends; a whole-call deadline
+    is there from the start."""
+    seen: list[tuple[str, float]] = []
+
+    def plain() -> None:
+        seen.append(("plain", trio.current_effective_deadline()))
+
+    async def awaits() -> None:
+        seen.append(("before", trio.current_effective_deadline() - trio.current_time()))
+        await trio.sleep(1)
+        seen.append(("after", trio.current_effective_deadline() - trio.current_time()))
+
+    pm = manager(("plain", plugin(collect=hookimpl(plain))))
+    await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=print)
+    await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5)
+    assert seen == [("plain", math.inf), ("plain", math.inf)]
+
+    pm = manager(("awaits", plugin(collect=hookimpl(awaits))))
+    seen.clear()
+    await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=print)
+    await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5)
+    assert seen == [("before", math.inf), ("after", 4.0), ("before", 5.0), ("after", 4.0)]
+
+
+async def test_a_deadline_passing_while_a_woken_impl_waits_to_run_spares_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An implementation woken before its deadline returns normally even if the deadline
+    passes before it runs, and the next implementation still gets a deadline of its own."""
+    reported: list[HookError] = []
+    woken = trio.Event()
+
+    async def waits() -> str:
+        await woken.wait()
+        return "woken"
+
+    async def next_one() -> str:
+        await trio.sleep(1)
+        return "next"
+
+    async def waker() -> None:
+        await trio.sleep(1)
+        woken.set()
+        autojump_clock.jump(10)  # the deadline passes before ``waits`` gets to run
+
+    pm = manager(
+        ("next", plugin(collect=hookimpl(next_one))),
+        ("waits", plugin(collect=hookimpl(waits))),
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waker)
+        result = await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=reported.append)
+    assert result == ["woken", "next"]
+    assert reported == []
+
+
+async def test_an_enclosing_cancellation_is_not_an_impls_timeout(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Cancelled from outside, an isolated call with a deadline reports nobody and lets
+    the cancellation through."""
+    reported: list[HookError] = []
+    ran: list[str] = []
+
+    async def slow() -> None:
+        await trio.sleep(10)
+
+    def after() -> None:
+        ran.append("after")
+
+    pm = manager(("after", plugin(collect=hookimpl(after))), ("slow", plugin(collect=slow)))
+    pm.register(plugin(collect=hookimpl(slow)), name="slow2")
+    with trio.move_on_after(1) as outer:
+        await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=reported.append)
+    assert outer.cancelled_caught
+    assert reported == []
+    assert ran == []
+
+
+async def test_an_isolated_blocking_impl_that_hangs_is_reported_and_the_rest_run(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A blocking impl stuck in its thread past its deadline is abandoned, reported as a
+    HookTimeout, and the implementations after it still run."""
+    reported: list[HookError] = []
+    release = threading.Event()
+
+    def stuck() -> None:
+        release.wait(timeout=30)
+
+    def after() -> str:
+        return "after"
+
+    pm = manager(
+        ("after", plugin(collect=hookimpl(after))),
+        ("stuck", plugin(collect=hookimpl(stuck, blocking=True))),
+    )
+    try:
+        result = await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=1, isolate=reported.append)
+    finally:
+        release.set()
+    assert result == ["after"]
+    assert [(type(e), e.plugin) for e in reported] == [(HookTimeout, "stuck")]
+
+
+async def test_an_async_wrapper_overrunning_its_step_deadline_ends_the_call(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """With isolation, each step of an async wrapper has its own deadline; overrunning it
+    is a HookTimeout naming the wrapper, not isolated (wrappers never are)."""
+    reported: list[HookError] = []
+
+    def inner() -> str:
+        return "inner"
+
+    async def stalls_after() -> Any:
+        await trio.sleep(4)  # its setup: within the deadline
+        yield
+        await trio.sleep(100)  # its teardown: not
+
+    pm = manager(
+        ("inner", plugin(collect=hookimpl(inner))),
+        ("stalls", plugin(collect=hookimpl(stalls_after, wrapper=True))),
+    )
+    with pytest.raises(HookTimeout) as info:
+        await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=reported.append)
+    assert (info.value.plugin, info.value.hook) == ("stalls", "collect")
+    assert reported == []
+
+
 # --- plans, relay, tracing, per-plugin calls ---------------------------------------------
 
 
@@ -1007,8 +1225,8 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
 
 
 async def test_a_slow_sync_impl_is_reported_once_per_plugin_and_hook(clock: FakeClock) -> None:
-    """A plain sync impl taking SLOW_SECONDS or more is reported once per (plugin, hook), on
-    the fast path and the general one; a quick one, and an awaited one, are not."""
+    """A plain sync impl taking SLOW_SECONDS or more is reported once per (plugin, hook),
+    with or without deadline and isolation; a quick one, and an awaited one, are not."""
     reports: list[tuple[str, str, float]] = []
     isolated: list[HookError] = []
 
@@ -1080,8 +1298,7 @@ def _timed_plugin(kind: str, seconds: float, clock: FakeClock) -> Plugin:
 def test_exactly_the_slow_inline_impls_are_reported(impls: list[tuple[str, float]]) -> None:
     """Whatever the mix of kinds and durations, a few calls report each inline (sync or
     maybe_async) impl that took SLOW_SECONDS or more, once, and nothing else: quick impls
-    that add up to a slow stretch on the fast path are timed one by one before anyone is
-    named."""
+    that add up to a slow stretch are not blamed for it."""
     fake = FakeClock()
     reports: list[tuple[str, str, float]] = []
     with pytest.MonkeyPatch.context() as patch:
@@ -1102,6 +1319,7 @@ def test_exactly_the_slow_inline_impls_are_reported(impls: list[tuple[str, float
             await pm.ahook.collect(a=1, b=2)
             await pm.ahook.collect(a=1, b=2)
             await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5)
+            await pm.ahook.collect.call({"a": 1, "b": 2}, timeout=5, isolate=print)
 
         trio.run(main)
     slow = {

@@ -6,6 +6,10 @@ synchronous relay ``pm.hook`` it has ``pm.ahook``::
     plan = await pm.ahook.plan(session=session, context=context)
     hits = await pm.ahook.memory_recall.call(kwargs, timeout=5.0, isolate=report)
 
+**One path.** Both forms run the same loop, ``_multicall``: pluggy's ``_multicall`` with
+awaiting, deadlines, isolation, result types, tracing and the slow-call check added. What
+pluggy itself offers no public API for is reached through ``_compat`` (one comment per use).
+
 **Order and arguments** are pluggy's (1.7) exactly: the implementations are walked in the
 reverse of ``HookCaller.get_hookimpls()``, so wrappers run outside the rest, ``tryfirst``
 before normal before ``trylast``, and within a group the plugin registered last runs first.
@@ -61,6 +65,28 @@ a ``HookError`` from a nested hook call (it already names its plugin), a ``HookC
 ``HookTimeout`` names the implementation that was running. A plain sync implementation
 cannot be interrupted by a deadline: put blocking work in ``blocking=True`` implementations.
 
+**Isolation.** With ``isolate=callback`` a non-wrapper implementation that raises an
+``Exception`` is reported as ``callback(HookError)`` and counts as having returned ``None``;
+the call goes on with the next implementation. With both ``isolate`` and ``timeout`` the
+deadline applies to *each* implementation (and to each step of an async wrapper) instead
+of the whole call: one that overruns is reported as a ``HookTimeout`` and counts as ``None``.
+Its deadline runs from the moment it first suspends (what runs before that cannot be
+interrupted anyway). Wrappers are never isolated: their errors (timeouts included) end the
+call as usual.
+
+**One cancel scope per call.** A call with a deadline whose plan can await (an ``async``,
+``blocking``, ``maybe_async`` or ``async_wrapper`` step) runs inside one ``trio.CancelScope``,
+opened before its first step and closed after its last (``_with_deadline``); a plan of plain
+functions gets none, since nothing there could be interrupted. For the whole-call deadline
+the scope has it from the start, and the step running when it fires is named: ``_multicall``
+keeps the running step in a local variable, which is what the ``except`` that sees the
+``Cancelled`` reads. For per-implementation deadlines the scope is re-armed, not re-opened:
+``_multicall`` notes the step that may await, and ``_drive``, which forwards the call's
+traps to trio, sets ``scope.deadline = now + timeout`` when that step yields its first one.
+A step that returns without suspending -- most do -- costs an attribute store. Only a scope
+that fired is replaced (a cancelled scope stays cancelled), between steps, where it is the
+innermost one.
+
 **Result types.** With ``returns=Type`` (or a tuple of types) a non-``None`` value of an
 implementation that is not of that type is an error of that implementation: a
 ``HookError`` naming the plugin, the type it returned and the one expected (reported and
@@ -70,9 +96,11 @@ result with a value of another type is named the same way.
 **Slow inline calls.** Plain sync (and ``maybe_async``) implementations run on the event
 loop; one that takes ``SLOW_SECONDS`` or longer holds up every other task, as asyncio's
 slow-callback warning says. ``HookManager.on_slow(hook, plugin, seconds)`` hears of it once
-per (plugin, hook); by default it prints the fix to stderr. The general path reads
-``time.perf_counter()`` around each inline call; the fast path around each run of
-consecutive inline implementations (see Speed). ``on_slow = None`` turns it off.
+per (plugin, hook); by default it prints the fix to stderr. Each inline call is timed, also
+when it raised (a Ctrl-C that ended a long block is worth reporting): one
+``time.perf_counter()`` reading after it, plus one before the first of a run of consecutive
+inline implementations (the end of one is the start of the next). ``on_slow = None`` turns
+it off.
 
 **Ctrl-C in stuck code.** While an implementation blocks the loop, trio cannot take a
 signal: a handler that only queues it (``trio.open_signal_receiver``) waits until the code
@@ -81,56 +109,44 @@ take within ``STALL_SECONDS`` is raised as ``KeyboardInterrupt`` where the main 
 stuck, and again a ``STALL_SECONDS`` later; stuck still, the process saves what it can and
 exits with 130.
 
-**Isolation.** With ``isolate=callback`` a non-wrapper implementation that raises an
-``Exception`` is reported as ``callback(HookError)`` and counts as having returned ``None``;
-the call goes on with the next implementation. With both ``isolate`` and ``timeout`` the
-deadline applies to *each* implementation (and to each step of an async wrapper) instead
-of the whole call: one that overruns is reported as a ``HookTimeout`` and counts as ``None``.
-Wrappers are never isolated: their errors (timeouts included) end the call as usual.
-
 **Tracing.** ``HookManager.on_call = fn(hook, plugin, seconds, outcome)`` is called after each
 implementation (a wrapper once, after its teardown, with setup and teardown time summed).
-``None`` (the default) costs nothing.
+``None`` (the default) costs a test per implementation.
 
-**Speed.** Each ``AsyncHookCaller`` keeps a plan per registration generation: the reversed
-implementation steps ``(function, argnames, kwargnames, kind, plugin_name, impl)``, the
-spec's defaults and the exact set of argument names a well-formed call passes. ``register``,
-``unregister``, ``add_hookspecs``, ``set_blocked`` and setting ``on_call`` or
-``default_timeout`` or ``on_slow`` drop the plans. When a hook has no wrappers and nothing is
-traced or timed, the plan also compiles a straight-line coroutine that unpacks each argument
-once and calls the implementations one after another; a call whose argument names differ
-from the spec's falls back to the general path (which warns and raises as pluggy does).
-That coroutine times each run of consecutive inline implementations as a whole (two clock
-readings, whatever their number); a run of several that was slow sends the hook's later
-calls to the general path, which times each implementation and so names the slow one.
+**Speed.** Each ``AsyncHookCaller`` keeps a plan per registration generation: the steps in
+call order, each ``(function, argument getter, kind, plugin_name, fresh)``, bound to the
+argument names of a well-formed call (the spec's, after its defaults) -- an
+``operator.itemgetter`` fetches an implementation's positional arguments in one C call, and
+opt-in keyword arguments are folded in by a small adapter. A call with other argument names
+(which pluggy warns about or fails) gets steps bound to its own names, cached per name set.
+``register``, ``unregister``, ``add_hookspecs``, ``set_blocked`` and setting ``on_call``,
+``default_timeout`` or ``on_slow`` drop the plans. ``bench/hook_dispatch.py`` times the
+engine's call against pluggy's own (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-import linecache
 import math
+import operator
 import os
 import signal
 import sys
 import threading
 import time
 import types
-import warnings
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
-import pluggy
 import trio
-from pluggy import HookCaller, HookCallError, HookImpl, PluginValidationError
-from pluggy._callers import run_old_style_hookwrapper
+from pluggy import HookCaller, HookImpl, PluginValidationError
 
 import hookspecs
 from hookspecs import BLOCKING_ATTR, PROJECT_NAME
 
 from .._errors import HookError, HookTimeout
+from . import _compat
 
 HookTracer = Callable[[str, str, float, str], object]
 """``on_call(hook_name, plugin_name, duration_seconds, outcome)``; outcome is e.g. ``"value"``,
@@ -156,8 +172,8 @@ WRAPPER: Final = "wrapper"
 ASYNC_WRAPPER: Final = "async_wrapper"
 OLD_WRAPPER: Final = "old_wrapper"
 _WRAPPERS: Final = frozenset({WRAPPER, ASYNC_WRAPPER, OLD_WRAPPER})
-
-_EMPTY: Final[Mapping[str, object]] = types.MappingProxyType({})
+# The kinds whose step may await: a call with a deadline opens its cancel scope for them.
+_AWAITING: Final = frozenset({ASYNC, BLOCKING, MAYBE_ASYNC, ASYNC_WRAPPER})
 
 #: An inline implementation taking this long (seconds) or longer is reported to ``on_slow``.
 #: asyncio's slow-callback warning uses the same 100 ms.
@@ -168,9 +184,14 @@ STALL_SECONDS: Final = 1.0
 # The clock of the slow-call check; a module global so that tests can drive it.
 _clock = time.perf_counter
 
-# (function, argnames, kwargnames, kind, plugin_name, impl)
-_Step = tuple[Callable[..., Any], tuple[str, ...], tuple[str, ...], str, str, HookImpl]
-_FastCall = Callable[[Mapping[str, object]], Coroutine[Any, Any, Any]]
+# How many argument-name sets (other than the spec's) a plan keeps steps for.
+_BOUND_CACHE: Final = 8
+
+_Getter = Callable[[Mapping[str, object]], tuple[Any, ...]]
+# (function, argument getter, kind, plugin_name, fresh): ``function(*getter(kwargs))`` is the
+# call; ``fresh`` says that the slow-call check needs a clock reading before it (the step
+# before it was not inline).
+_Step = tuple[Callable[..., Any], _Getter, str, str, bool]
 _Teardown = tuple[_Step, Any, float]
 
 
@@ -193,7 +214,7 @@ def impl_kind(impl: HookImpl) -> str:
     return MAYBE_ASYNC
 
 
-def _hook_error(plugin: str, hook: str, exc: Exception) -> Exception:
+def _hook_error(plugin: str, hook: str, exc: Exception) -> HookError:
     """``exc`` as raised out of a hook call: wrapped in a ``HookError`` naming ``plugin``."""
     if isinstance(exc, HookError):
         return exc
@@ -251,258 +272,278 @@ def print_slow(hook: str, plugin: str, seconds: float) -> None:
     print(slow_warning(hook, plugin, seconds), file=sys.stderr)
 
 
-def _wrapfail(gen: Any, message: str) -> RuntimeError:
-    code = getattr(gen, "gi_code", None) or gen.ag_code
-    return RuntimeError(
-        f"wrap_controller at {code.co_name!r} {code.co_filename}:{code.co_firstlineno} {message}"
-    )
+# --- the call plan ------------------------------------------------------------------------
 
 
-class _Culprit:
-    """Which implementation was running when the first ``trio.Cancelled`` appeared."""
+def _no_arguments(kwargs: Mapping[str, object]) -> tuple[Any, ...]:
+    return ()
 
-    __slots__ = ("plugin",)
 
-    def __init__(self) -> None:
-        self.plugin: str | None = None
+def _getter(names: tuple[str, ...]) -> _Getter:
+    """A function of the call's arguments giving the values of ``names``, as a tuple."""
+    if not names:
+        return _no_arguments
+    if len(names) == 1:
+        (name,) = names
+        return lambda kwargs: (kwargs[name],)
+    getter: _Getter = operator.itemgetter(*names)
+    return getter
+
+
+def _missing(name: str) -> _Getter:
+    """The getter of an implementation needing ``name``, which the call lacks."""
+
+    def get(kwargs: Mapping[str, object]) -> tuple[Any, ...]:
+        raise _compat.missing_argument_error(name)
+
+    return get
+
+
+def _with_keywords(
+    function: Callable[..., Any], positional: int, keywords: tuple[str, ...]
+) -> Callable[..., Any]:
+    """``function`` taking all its arguments positionally: the last ``len(keywords)`` are
+    passed on by keyword, as pluggy passes an implementation's opt-in arguments."""
+
+    def call(*values: object) -> Any:
+        return function(
+            *values[:positional], **dict(zip(keywords, values[positional:], strict=True))
+        )
+
+    return call
+
+
+def _old_style(
+    impl: HookImpl, hook: str, positional: int, keywords: tuple[str, ...]
+) -> Callable[..., Any]:
+    """An old-style hookwrapper taking its arguments positionally, set up as pluggy does."""
+
+    def call(*values: object) -> Any:
+        kw = dict(zip(keywords, values[positional:], strict=True)) or None
+        return _compat.old_style_wrapper(impl, hook, values[:positional], kw)
+
+    return call
 
 
 class _Plan:
-    """What one call of a hook needs, computed once per registration generation."""
+    """What a call of one hook needs, computed once per registration generation."""
 
     __slots__ = (
-        "argnames",
-        "fast_ok",
+        "_bound",
+        "_impls",
+        "awaits",
+        "default_timeout",
         "firstresult",
         "historic",
         "keys",
         "kwargdefaults",
         "name",
+        "on_call",
+        "report_slow",
+        "spec_argnames",
         "steps",
     )
 
-    def __init__(self, hook: HookCaller) -> None:
+    def __init__(self, hook: HookCaller, pm: HookManager) -> None:
         self.name: str = hook.name
-        self.steps: tuple[_Step, ...] = tuple(
-            (impl.function, impl.argnames, impl.kwargnames, impl_kind(impl), impl.plugin_name, impl)
-            for impl in reversed(hook.get_hookimpls())
+        spec = _compat.spec_info(hook)
+        self._impls = tuple(
+            (impl, impl_kind(impl), *_compat.impl_arguments(impl))
+            for impl in _compat.call_order(hook)
         )
-        spec = hook.spec
         self.historic: bool = hook.is_historic()
-        self.firstresult: bool = bool(spec.opts.get("firstresult", False)) if spec else False
-        self.argnames: tuple[str, ...] = spec.argnames if spec else ()
-        self.kwargdefaults: dict[str, object] = dict(spec.kwargdefaults) if spec else {}
+        self.firstresult: bool = spec.firstresult if spec else False
+        self.spec_argnames: tuple[str, ...] = spec.argnames if spec else ()
+        self.kwargdefaults: dict[str, object] = spec.kwargdefaults if spec else {}
         # The argument names of a well-formed call (after the spec's defaults are applied).
         if spec is not None:
             keys = frozenset(spec.argnames) | frozenset(spec.kwargnames)
         else:
-            keys = frozenset(name for step in self.steps for name in step[1])
-        self.keys: frozenset[str] = keys
-        self.fast_ok: bool = not self.historic and all(
-            step[3] not in _WRAPPERS and keys.issuperset(step[1]) for step in self.steps
-        )
-
-    def prepare(self, kwargs: Mapping[str, object], stacklevel: int) -> Mapping[str, object]:
-        """pluggy's ``_apply_defaults`` and ``_verify_all_args_are_provided``."""
-        if self.kwargdefaults:
-            kwargs = {**self.kwargdefaults, **kwargs}
-        for argname in self.argnames:
-            if argname not in kwargs:
-                notincall = ", ".join(repr(name) for name in self.argnames if name not in kwargs)
-                warnings.warn(
-                    f"Argument(s) {notincall} which are declared in the hookspec "
-                    "cannot be found in this hook call",
-                    stacklevel=stacklevel,
-                )
-                break
-        return kwargs
-
-
-def _compile_fast(
-    plan: _Plan,
-    fallback: Callable[..., Coroutine[Any, Any, Any]],
-    report_slow: SlowReporter | None,
-    zoom: Callable[[], object],
-) -> _FastCall:
-    """Generate the straight-line coroutine for a hook without wrappers.
-
-    Every argument is looked up once, every implementation is called in plan order with
-    its own arguments, and ``i`` tracks which one is running so an error can name it.
-
-    With ``report_slow``, each run of consecutive inline implementations (a *segment*) is
-    timed as a whole: two clock readings per segment, not per implementation. A slow
-    segment of one implementation is reported at once; a slow segment of several calls
-    ``zoom()``, which sends the hook's later calls down the general path, where each
-    implementation is timed, so the next slow call names the plugin.
-    """
-    namespace: dict[str, Any] = {
-        "KEYS": plan.keys,
-        "DEFAULTS": plan.kwargdefaults,
-        "FALLBACK": fallback,
-        "WRAP": _hook_error,
-        "HOOK": plan.name,
-        "NAMES": tuple(step[4] for step in plan.steps),
-        "TO_THREAD": trio.to_thread.run_sync,
-        "PARTIAL": functools.partial,
-        "ISAWAITABLE": inspect.isawaitable,
-        "CLOCK": _clock,
-        "REPORT": report_slow,
-        "ZOOM": zoom,
-    }
-    local: dict[str, str] = {}
-
-    def value(argname: str) -> str:
-        if argname not in local:
-            local[argname] = f"v{len(local)}"
-        return local[argname]
-
-    calls: list[str] = []
-    timed = report_slow is not None
-    segment: list[int] = []  # the inline steps since ``t = CLOCK()``
-
-    def check_segment(indent: str) -> None:
-        calls.append(f"{indent}u = CLOCK()")
-        calls.append(f"{indent}if u - t >= {SLOW_SECONDS!r}:")
-        if len(segment) == 1:
-            calls.append(f"{indent}    REPORT(HOOK, NAMES[{segment[0]}], u - t)")
-        else:
-            calls.append(f"{indent}    ZOOM()")
-
-    steps = plan.steps
-    for index, (function, argnames, kwargnames, kind, _plugin, _impl) in enumerate(steps):
-        namespace[f"F{index}"] = function
-        positional = [value(name) for name in argnames]
-        keywords = [f"{name}={value(name)}" for name in kwargnames if name in plan.keys]
-        args = ", ".join(positional + keywords)
-        inline = timed and kind in (SYNC, MAYBE_ASYNC)
-        calls.append(f"        i = {index}")
-        if inline and not segment:
-            calls.append("        t = CLOCK()")
-        if kind == SYNC:
-            calls.append(f"        r = F{index}({args})")
-        elif kind == ASYNC:
-            calls.append(f"        r = await F{index}({args})")
-        elif kind == BLOCKING:
-            target = (
-                f"PARTIAL(F{index}, {args})" if keywords else ", ".join([f"F{index}", *positional])
+            keys = frozenset(
+                name for _impl, _kind, argnames, _kw in self._impls for name in argnames
             )
-            calls.append(f"        r = await TO_THREAD({target}, abandon_on_cancel=True)")
+        self.keys: frozenset[str] = keys
+        self.awaits: bool = any(kind in _AWAITING for _impl, kind, _a, _k in self._impls)
+        self.default_timeout: float | None = pm.default_timeout
+        self.on_call: HookTracer | None = pm.on_call
+        self.report_slow: SlowReporter | None = pm._report_slow
+        self._bound: dict[frozenset[str], tuple[_Step, ...]] = {}
+        self.steps: tuple[_Step, ...] = self._bind(keys)
+
+    def _bind(self, keys: frozenset[str]) -> tuple[_Step, ...]:
+        """The steps of a call passing exactly the arguments ``keys``."""
+        steps: list[_Step] = []
+        inline_before = False
+        for impl, kind, argnames, kwargnames in self._impls:
+            keywords = tuple(name for name in kwargnames if name in keys)
+            missing = [name for name in argnames if name not in keys]
+            get = _missing(missing[0]) if missing else _getter(argnames + keywords)
+            function: Callable[..., Any] = impl.function
+            if kind == OLD_WRAPPER:
+                function = _old_style(impl, self.name, len(argnames), keywords)
+            elif keywords:
+                function = _with_keywords(function, len(argnames), keywords)
+            inline = kind in (SYNC, MAYBE_ASYNC)
+            steps.append((function, get, kind, impl.plugin_name, inline and not inline_before))
+            # A maybe_async step may await after its inline part: the clock starts afresh.
+            inline_before = kind == SYNC
+        return tuple(steps)
+
+    def bind(self, kwargs: Mapping[str, object], stacklevel: int) -> tuple[_Step, ...]:
+        """The steps of a call whose argument names are not the spec's: pluggy's warning
+        for spec arguments it lacks, and each implementation bound to what it has."""
+        _compat.warn_missing_arguments(self.spec_argnames, kwargs, stacklevel + 1)
+        keys = frozenset(kwargs)
+        steps = self._bound.get(keys)
+        if steps is None:
+            if len(self._bound) >= _BOUND_CACHE:
+                self._bound.clear()
+            steps = self._bound[keys] = self._bind(keys)
+        return steps
+
+
+# --- deadlines ----------------------------------------------------------------------------
+
+
+class _Deadline:
+    """The one cancel scope of a call with a deadline, and what the call's steps tell it.
+
+    Entered by hand rather than in a ``with`` block: in per-step mode it is replaced after
+    it fired, between two steps, from inside ``_multicall``. ``_with_deadline`` closes it.
+    """
+
+    __slots__ = ("armed", "blamed", "per_step", "scope", "seconds", "step")
+
+    def __init__(self, seconds: float, per_step: bool) -> None:
+        self.seconds = seconds
+        #: True: each step gets ``seconds`` from its first suspension (armed by ``_drive``);
+        #: False: the whole call gets ``seconds`` from now.
+        self.per_step = per_step
+        #: Per step: the step running now (set by ``_multicall`` before each step that may
+        #: await), and the one the deadline was last armed for.
+        self.step: object = None
+        self.armed: object = None
+        #: The plugin running when the whole call's deadline fired.
+        self.blamed: str | None = None
+        self.scope: trio.CancelScope | None = self._open()
+
+    def _open(self) -> trio.CancelScope:
+        if self.per_step:
+            scope = trio.CancelScope()
         else:
-            calls.append(f"        r = F{index}({args})")
-        if inline:
-            segment.append(index)
-            # The segment ends before anything that may await (other tasks then run on the
-            # clock) and at the last step.
-            following = steps[index + 1][3] if index + 1 < len(steps) else None
-            if kind == MAYBE_ASYNC or following not in (SYNC, MAYBE_ASYNC):
-                check_segment("        ")
-                segment.clear()
-        if kind == MAYBE_ASYNC:
-            calls.append("        if ISAWAITABLE(r):")
-            calls.append("            r = await r")
-        calls.append("        if r is not None:")
-        if plan.firstresult:
-            if segment:  # an answer ends the call, and with it the open segment
-                check_segment("            ")
-            calls.append("            return r")
-        else:
-            calls.append("            results.append(r)")
+            scope = trio.CancelScope(deadline=trio.current_time() + self.seconds)
+        scope.__enter__()
+        return scope
 
-    lines = ["async def fast(kw):"]
-    if plan.kwargdefaults:
-        lines.append("    kw = {**DEFAULTS, **kw}")
-    lines.append("    if kw.keys() != KEYS:")
-    lines.append("        return await FALLBACK(kw, None, None, 4)")
-    lines.extend(f"    {var} = kw[{name!r}]" for name, var in local.items())
-    if not plan.firstresult:
-        lines.append("    results = []")
-    if calls:
-        lines.append("    try:")
-        lines.extend(calls)
-        lines.append("    except Exception as e:")
-        lines.append("        raise WRAP(NAMES[i], HOOK, e)")
-    lines.append("    return None" if plan.firstresult else "    return results")
-    source = "\n".join(lines) + "\n"
-    filename = f"<autogpt hook {plan.name!r} fast path>"
-    # Registered so tracebacks through the generated code show its lines.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    fast: _FastCall = namespace["fast"]
-    return fast
+    def arm(self) -> None:
+        """Per step: the running step is about to suspend for the first time; its deadline
+        runs from now."""
+        self.armed = self.step
+        if self.scope is not None:
+            self.scope.deadline = trio.current_time() + self.seconds
+
+    def settle(self) -> None:
+        """Per step: a step that suspended is over. Its deadline may have passed after it
+        was woken and before it ran; the scope would stay cancelled, so it is replaced."""
+        scope = self.scope
+        if scope is not None and scope.cancel_called:
+            scope.__exit__(None, None, None)
+            self.scope = self._open()
+
+    def caught(self, exc: trio.Cancelled) -> bool:
+        """Per step: ``exc`` left the running step. True if this scope's deadline raised it
+        (the scope is replaced, for the steps after); False if it comes from outside."""
+        scope = self.scope
+        if scope is None or not scope.cancel_called:
+            return False
+        self.scope = None
+        if scope.__exit__(type(exc), exc, exc.__traceback__):
+            self.scope = self._open()
+            return True
+        return False  # an enclosing scope was cancelled too: it takes precedence
+
+    def close(self, exc: BaseException | None) -> bool:
+        """Leave the scope at the end of the call: True if it swallowed ``exc`` (the
+        ``Cancelled`` of its own deadline)."""
+        scope = self.scope
+        if scope is None:
+            return False
+        self.scope = None
+        if exc is None:
+            scope.__exit__(None, None, None)
+            return False
+        return bool(scope.__exit__(type(exc), exc, exc.__traceback__))
 
 
-def _call_inline(
-    step: _Step, args: list[object], kw: Any, hook: str, report_slow: SlowReporter | None
+async def _with_deadline(
+    plan: _Plan,
+    kwargs: Mapping[str, object],
+    seconds: float,
+    isolate: IsolateCallback | None,
+    returns: ResultTypes | None,
 ) -> Any:
-    """Call a sync (or ``maybe_async``) implementation on the loop, timing it if asked."""
-    function = step[0]
-    if report_slow is None:
-        return function(*args, **kw)
-    started = _clock()
+    """``_multicall`` inside the call's one cancel scope; the scope's own expiry becomes a
+    ``HookTimeout`` naming the implementation that was running."""
+    deadline = _Deadline(seconds, per_step=isolate is not None)
     try:
-        return function(*args, **kw)
-    finally:
-        # Also when it raised: a Ctrl-C that ended a long block is worth reporting too.
-        elapsed = _clock() - started
-        if elapsed >= SLOW_SECONDS:
-            report_slow(hook, step[4], elapsed)
-
-
-async def _invoke(
-    step: _Step, args: list[object], kw: Any, hook: str, report_slow: SlowReporter | None
-) -> Any:
-    """Call one non-wrapper implementation according to its kind."""
-    function, kind = step[0], step[3]
-    if kind == ASYNC:
-        return await function(*args, **kw)
-    if kind == BLOCKING:
-        target = functools.partial(function, *args, **kw)
-        return await trio.to_thread.run_sync(target, abandon_on_cancel=True)
-    result = _call_inline(step, args, kw, hook, report_slow)
-    if kind == MAYBE_ASYNC and inspect.isawaitable(result):
-        return await result
+        if isolate is None:
+            # Warnings point past this frame too.
+            result = await _multicall(plan, kwargs, isolate, returns, deadline, 3)
+        else:
+            call = _multicall(plan, kwargs, isolate, returns, deadline, 4)
+            result = await _drive(call, deadline)
+    except BaseException as exc:
+        if deadline.close(exc):
+            raise _timeout_error(deadline.blamed or "<unknown>", plan.name, seconds) from None
+        raise
+    deadline.close(None)
     return result
 
 
-async def _within(awaitable: Any, seconds: float | None, plugin: str, hook: str) -> Any:
-    """Await a wrapper step, under its own deadline when ``seconds`` is given."""
-    if seconds is None:
-        return await awaitable
-    with trio.move_on_after(seconds):
-        return await awaitable
-    raise _timeout_error(plugin, hook, seconds)
+@types.coroutine
+def _drive(coro: Coroutine[Any, Any, Any], deadline: _Deadline) -> Generator[Any, Any, Any]:
+    """Await ``coro`` (a call with per-step deadlines), arming the deadline for the running
+    step when it first suspends."""
+    # This is ``await coro`` written out: each trap the call yields goes out to trio's
+    # scheduler, and what the scheduler sends back (or throws in: ``Cancelled``) goes into
+    # the call. Only the coroutine protocol (PEP 342/492) is used. Seeing the traps here,
+    # once per call, spares the steps that never suspend -- most -- any deadline work.
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            trap = coro.send(value) if error is None else coro.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        if deadline.armed is not deadline.step:
+            deadline.arm()
+        try:
+            value, error = (yield trap), None
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            value, error = None, exc
 
 
-async def _isolated(
-    step: _Step,
-    args: list[object],
-    kw: Any,
-    hook: str,
-    isolate: IsolateCallback,
-    seconds: float | None,
-    report_slow: SlowReporter | None,
-) -> tuple[Any, str | None]:
-    """Run one implementation so that its failure is reported, not raised."""
-    kind, plugin = step[3], step[4]
-    error: HookError
+async def _step(awaitable: Any, deadline: _Deadline | None, plugin: str, hook: str) -> Any:
+    """Await one step of an async wrapper; with per-step ``deadline``, overrunning it raises
+    a ``HookTimeout`` naming the wrapper."""
+    if deadline is None:
+        return await awaitable
+    deadline.step = awaitable
     try:
-        # A plain sync implementation cannot be interrupted, so a deadline (a cancel scope
-        # per call, on the hot path of every cycle) would buy nothing for it.
-        if kind == SYNC:
-            return _call_inline(step, args, kw, hook, report_slow), None
-        if seconds is None:
-            return await _invoke(step, args, kw, hook, report_slow), None
-        with trio.move_on_after(seconds):
-            return await _invoke(step, args, kw, hook, report_slow), None
-        error = _timeout_error(plugin, hook, seconds)
-        outcome = "timeout (isolated)"
-    except Exception as exc:
-        wrapped = _hook_error(plugin, hook, exc)
-        assert isinstance(wrapped, HookError)
-        error = wrapped
-        outcome = f"raised {type(exc).__name__} (isolated)"
-    isolate(error)
-    return None, outcome
+        return await awaitable
+    except trio.Cancelled as exc:
+        if deadline.caught(exc):
+            raise _timeout_error(plugin, hook, deadline.seconds) from None
+        raise
+    finally:
+        if deadline.armed is awaitable:
+            deadline.settle()
+
+
+# --- teardowns ----------------------------------------------------------------------------
 
 
 def _sync_teardown(
@@ -533,7 +574,7 @@ async def _async_teardown(
     agen: Any,
     result: object,
     exception: BaseException | None,
-    seconds: float | None,
+    deadline: _Deadline | None,
     plugin: str,
     hook: str,
 ) -> tuple[object, BaseException | None]:
@@ -541,7 +582,7 @@ async def _async_teardown(
     try:
         if exception is not None:
             try:
-                value = await _within(agen.athrow(exception), seconds, plugin, hook)
+                value = await _step(agen.athrow(exception), deadline, plugin, hook)
             except RuntimeError as re:
                 stops = (StopIteration, StopAsyncIteration)
                 if isinstance(exception, stops) and re.__cause__ is exception:
@@ -549,14 +590,14 @@ async def _async_teardown(
                     return result, exception
                 raise
         else:
-            value = await _within(agen.asend(result), seconds, plugin, hook)
+            value = await _step(agen.asend(result), deadline, plugin, hook)
     except StopAsyncIteration:
         return (None if exception is not None else result), None
     except BaseException as exc:
         return result, exc
     # A second yield: its value is the result. Let the generator finish.
     try:
-        await _within(agen.asend(None), seconds, plugin, hook)
+        await _step(agen.asend(None), deadline, plugin, hook)
     except StopAsyncIteration:
         return value, None
     except BaseException as exc:
@@ -565,108 +606,172 @@ async def _async_teardown(
         await agen.aclose()
     except BaseException as exc:
         return value, exc
-    return value, _wrapfail(agen, "has a third yield")
+    return value, _compat.wrapfail(agen, "has a third yield")
 
 
-async def _run(
+# --- the call -----------------------------------------------------------------------------
+
+
+async def _multicall(
     plan: _Plan,
     kwargs: Mapping[str, object],
     isolate: IsolateCallback | None,
-    step_seconds: float | None,
-    culprit: _Culprit | None,
-    on_call: HookTracer | None,
-    report_slow: SlowReporter | None,
     returns: ResultTypes | None,
+    deadline: _Deadline | None,
+    stacklevel: int,
 ) -> Any:
-    """The general call path: pluggy's ``_multicall``, awaiting, with errors attributed."""
+    """The hook call: pluggy's ``_multicall``, awaiting, with isolation, result types,
+    tracing, the slow-call check and the steps' side of deadlines (module docstring).
+    ``stacklevel``: where pluggy's warnings point, counted from this frame."""
     hook = plan.name
+    if plan.historic:
+        raise TypeError(
+            f"hook {hook!r} is historic: the awaitable caller does not replay calls; "
+            f"use pm.hook.{hook}.call_historic(...) instead"
+        )
+    if plan.kwargdefaults:
+        kwargs = {**plan.kwargdefaults, **kwargs}
+    steps = plan.steps if kwargs.keys() == plan.keys else plan.bind(kwargs, stacklevel)
     firstresult = plan.firstresult
+    on_call = plan.on_call
+    report_slow = plan.report_slow
+    clock = _clock
+    # Per-step deadlines: each step that may await says it is running (``_drive`` arms the
+    # deadline when it suspends); the whole call's deadline needs nothing from the steps.
+    per_step = deadline if deadline is not None and deadline.per_step else None
     results: list[object] = []
-    exception: BaseException | None = None
-    owner: str | None = None  # the plugin that raised ``exception``
     teardowns: list[_Teardown] = []
-    started = 0.0
+    exception: BaseException | None = None
+    owner: str | None = None  # the plugin whose exception ``exception`` is
+    current: _Step | None = None  # the step running now
+    res: Any = None
+    t = started = 0.0
     try:
-        for step in plan.steps:
-            function, argnames, kwargnames, kind, plugin, impl = step
-            owner = None
-            try:
-                args = list(map(kwargs.__getitem__, argnames))
-                if kwargnames:
-                    kw: Mapping[str, object] = {
-                        name: kwargs[name] for name in kwargnames if name in kwargs
-                    }
-                else:
-                    kw = _EMPTY
-            except KeyError as e:
-                raise HookCallError(f"hook call must provide argument {e.args[0]!r}") from e
-            owner = plugin
+        for step in steps:
+            current = None
+            args = step[1](kwargs)  # a HookCallError here is the caller's: nobody's step
+            current = step
+            function, _get, kind, plugin, fresh = step
             if on_call is not None:
                 started = time.perf_counter()
-            if kind == WRAPPER:
-                gen = function(*args, **kw)
-                try:
-                    next(gen)
-                except StopIteration:
-                    raise _wrapfail(gen, "did not yield") from None
-                teardowns.append((step, gen, _since(started) if on_call else 0.0))
-            elif kind == ASYNC_WRAPPER:
-                agen = function(*args, **kw)
-                try:
-                    await _within(agen.asend(None), step_seconds, plugin, hook)
-                except StopAsyncIteration:
-                    raise _wrapfail(agen, "did not yield") from None
-                teardowns.append((step, agen, _since(started) if on_call else 0.0))
-            elif kind == OLD_WRAPPER:
-                gen = run_old_style_hookwrapper(impl, hook, args, dict(kw) or None)
-                next(gen)
-                teardowns.append((step, gen, _since(started) if on_call else 0.0))
-            else:
                 outcome = None
-                if isolate is not None:
-                    res, outcome = await _isolated(
-                        step, args, kw, hook, isolate, step_seconds, report_slow
-                    )
-                elif kind == SYNC:
-                    res = _call_inline(step, args, kw, hook, report_slow)
+            try:
+                if kind is SYNC:
+                    if report_slow is None:
+                        res = function(*args)
+                    else:
+                        if fresh:
+                            t = clock()
+                        try:
+                            res = function(*args)
+                        finally:
+                            u = clock()
+                            if u - t >= SLOW_SECONDS:
+                                report_slow(hook, plugin, u - t)
+                            t = u
+                elif kind is ASYNC:
+                    if per_step is None:
+                        res = await function(*args)
+                    else:
+                        per_step.step = step
+                        res = await function(*args)
+                        if per_step.armed is step:
+                            per_step.settle()
+                elif kind is BLOCKING:
+                    if per_step is not None:
+                        per_step.step = step
+                    res = await trio.to_thread.run_sync(function, *args, abandon_on_cancel=True)
+                    if per_step is not None and per_step.armed is step:
+                        per_step.settle()
+                elif kind is MAYBE_ASYNC:
+                    if report_slow is None:
+                        res = function(*args)
+                    else:
+                        if fresh:
+                            t = clock()
+                        try:
+                            res = function(*args)
+                        finally:
+                            u = clock()
+                            if u - t >= SLOW_SECONDS:
+                                report_slow(hook, plugin, u - t)
+                    if inspect.isawaitable(res):
+                        if per_step is not None:
+                            per_step.step = step
+                        res = await res
+                        if per_step is not None and per_step.armed is step:
+                            per_step.settle()
                 else:
-                    res = await _invoke(step, args, kw, hook, report_slow)
-                if res is not None and returns is not None and not isinstance(res, returns):
-                    wrong = _wrong_type(plugin, hook, res, returns)
-                    if isolate is None:
-                        raise wrong
-                    isolate(wrong)
-                    res, outcome = None, f"returned {type(res).__name__} (isolated)"
-                if on_call is not None:
-                    if outcome is None:
-                        outcome = "none" if res is None else "value"
-                    on_call(hook, plugin, _since(started), outcome)
-                if res is not None:
-                    results.append(res)
-                    if firstresult:
-                        break
+                    gen = function(*args)
+                    if kind is ASYNC_WRAPPER:
+                        try:
+                            await _step(gen.asend(None), per_step, plugin, hook)
+                        except StopAsyncIteration:
+                            raise _compat.wrapfail(gen, "did not yield") from None
+                    else:
+                        try:
+                            next(gen)
+                        except StopIteration:
+                            raise _compat.wrapfail(gen, "did not yield") from None
+                    setup = time.perf_counter() - started if on_call is not None else 0.0
+                    teardowns.append((step, gen, setup))
+                    continue
+            except Exception as exc:
+                if isolate is None or kind in _WRAPPERS:
+                    raise
+                if per_step is not None and per_step.armed is step:
+                    per_step.settle()
+                isolate(_hook_error(plugin, hook, exc))
+                res, outcome = None, f"raised {type(exc).__name__} (isolated)"
+            except trio.Cancelled as exc:
+                if (
+                    isolate is None
+                    or per_step is None
+                    or kind in _WRAPPERS
+                    or not per_step.caught(exc)
+                ):
+                    raise
+                isolate(_timeout_error(plugin, hook, per_step.seconds))
+                res, outcome = None, "timeout (isolated)"
+            if res is not None and returns is not None and not isinstance(res, returns):
+                wrong = _wrong_type(plugin, hook, res, returns)
+                if isolate is None:
+                    raise wrong
+                isolate(wrong)
+                res, outcome = None, f"returned {type(res).__name__} (isolated)"
+            if on_call is not None:
+                if outcome is None:
+                    outcome = "none" if res is None else "value"
+                on_call(hook, plugin, time.perf_counter() - started, outcome)
+            if res is not None:
+                results.append(res)
+                if firstresult:
+                    break
     except BaseException as exc:
         exception = exc
-        if culprit is not None and culprit.plugin is None and isinstance(exc, trio.Cancelled):
-            culprit.plugin = owner
-        if on_call is not None and owner is not None:
-            on_call(hook, owner, _since(started), _describe(exc))
+        if current is not None:
+            owner = current[3]
+            if deadline is not None and deadline.blamed is None:
+                if isinstance(exc, trio.Cancelled):
+                    deadline.blamed = owner
+            if on_call is not None:
+                on_call(hook, owner, time.perf_counter() - started, _describe(exc))
 
     result: object = (results[0] if results else None) if firstresult else results
     for step, gen, setup_seconds in reversed(teardowns):
-        plugin = step[4]
+        plugin = step[3]
         before = exception
         if on_call is not None:
-            teardown_started = time.perf_counter()
-        if step[3] == ASYNC_WRAPPER:
+            started = time.perf_counter()
+        if step[2] is ASYNC_WRAPPER:
             result, exception = await _async_teardown(
-                gen, result, exception, step_seconds, plugin, hook
+                gen, result, exception, per_step, plugin, hook
             )
         else:
             result, exception, yielded_again = _sync_teardown(gen, result, exception)
             if yielded_again:
                 # As in pluggy, this error skips the remaining teardowns.
-                raise _hook_error(plugin, hook, _wrapfail(gen, "has second yield"))
+                raise _hook_error(plugin, hook, _compat.wrapfail(gen, "has second yield"))
         if (
             returns is not None
             and firstresult
@@ -677,16 +782,16 @@ async def _run(
             # Inner values were checked as they came: this one is the wrapper's own.
             exception = _wrong_type(plugin, hook, result, returns)
             result = None
-        if exception is not None and exception is not before:
+        raised = exception is not None and exception is not before
+        if raised:
             owner = plugin
-            # A wrapper awaiting in its teardown after the deadline raises a fresh Cancelled;
-            # the blame stays with whoever was running when the first one appeared.
-            if culprit is not None and culprit.plugin is None:
+            # A wrapper awaiting in its teardown after the deadline raises a fresh
+            # Cancelled; the blame stays with whoever was running when the first came.
+            if deadline is not None and deadline.blamed is None:
                 if isinstance(exception, trio.Cancelled):
-                    culprit.plugin = plugin
+                    deadline.blamed = plugin
         if on_call is not None:
-            elapsed = setup_seconds + _since(teardown_started)
-            raised = exception is not None and exception is not before
+            elapsed = setup_seconds + time.perf_counter() - started
             on_call(
                 hook, plugin, elapsed, "wrapper " + _describe(exception) if raised else "wrapper"
             )
@@ -698,10 +803,6 @@ async def _run(
     return result
 
 
-def _since(started: float) -> float:
-    return time.perf_counter() - started
-
-
 def _describe(exc: BaseException | None) -> str:
     return "ok" if exc is None else f"raised {type(exc).__name__}"
 
@@ -710,39 +811,33 @@ class AsyncHookCaller:
     """Awaitable caller of one hook: ``await pm.ahook.NAME(**kwargs)``.
 
     Same semantics as pluggy's ``pm.hook.NAME(**kwargs)`` (see the module docstring), plus
-    per-call ``timeout`` and ``isolate`` through :meth:`call`.
+    per-call ``timeout``, ``isolate`` and ``returns`` through :meth:`call`.
     """
 
-    __slots__ = ("_fast", "_hook", "_plan", "_pm", "name")
+    __slots__ = ("_hook", "_plan", "_pm", "name")
 
     def __init__(self, pm: HookManager, hook: HookCaller) -> None:
         self.name: str = hook.name
         self._pm = pm
         self._hook = hook
         self._plan: _Plan | None = None
-        self._fast: _FastCall | None = None
 
     def __repr__(self) -> str:
         return f"<AsyncHookCaller {self.name!r}>"
 
     def __call__(self, **kwargs: object) -> Coroutine[Any, Any, Any]:
         """Call the hook with keyword arguments; await the returned coroutine."""
-        fast = self._fast
-        if fast is None:
-            return self._call(kwargs, None, None, 3)
-        return fast(kwargs)
+        return self.call(kwargs)
 
-    async def call(
+    def call(
         self,
         kwargs: Mapping[str, object],
         *,
-        # A per-call deadline is the point of this API (pluggy's callers have no scope to
-        # wrap), so the ASYNC109 advice to let the caller use fail_after does not apply.
-        timeout: float | None = None,  # noqa: ASYNC109
+        timeout: float | None = None,
         isolate: IsolateCallback | None = None,
         returns: ResultTypes | None = None,
-    ) -> Any:
-        """Call the hook with ``kwargs``.
+    ) -> Coroutine[Any, Any, Any]:
+        """Call the hook with ``kwargs``; await the returned coroutine.
 
         ``timeout``: seconds for the whole call (per implementation with ``isolate``);
         ``None`` uses the manager's ``default_timeout``; ``math.inf`` means no deadline.
@@ -751,7 +846,17 @@ class AsyncHookCaller:
         ``returns``: the type (or types) every non-``None`` value must have; another is
         an error of the implementation that returned it.
         """
-        return await self._call(kwargs, timeout, isolate, 4, returns)
+        # Plain code handing back a coroutine: one frame fewer on every call. The plan is
+        # taken now, as pluggy copies the implementation list when the call is made.
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = _Plan(self._hook, self._pm)
+        if timeout is None:
+            timeout = plan.default_timeout
+        # A plan of plain functions has nothing a deadline could interrupt: no scope.
+        if timeout is None or not plan.awaits or math.isinf(timeout):
+            return _multicall(plan, kwargs, isolate, returns, None, 2)
+        return _with_deadline(plan, kwargs, timeout, isolate, returns)
 
     def get_hookimpls(self) -> list[HookImpl]:
         """The implementations in pluggy's list order (call order is the reverse)."""
@@ -759,50 +864,6 @@ class AsyncHookCaller:
 
     def _invalidate(self) -> None:
         self._plan = None
-        self._fast = None
-
-    def _get_plan(self) -> _Plan:
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = _Plan(self._hook)
-            pm = self._pm
-            if plan.fast_ok and pm.on_call is None and pm.default_timeout is None:
-                self._fast = _compile_fast(plan, self._call, pm._report_slow, self._zoom)
-        return plan
-
-    def _zoom(self) -> None:
-        # Several inline implementations took long together: until the plan changes, calls
-        # take the general path, which times each of them.
-        self._fast = None
-
-    async def _call(
-        self,
-        kwargs: Mapping[str, object],
-        seconds: float | None,
-        isolate: IsolateCallback | None,
-        stacklevel: int,
-        returns: ResultTypes | None = None,
-    ) -> Any:
-        plan = self._get_plan()
-        if plan.historic:
-            raise TypeError(
-                f"hook {self.name!r} is historic: the awaitable caller does not replay calls; "
-                f"use pm.hook.{self.name}.call_historic(...) instead"
-            )
-        kwargs = plan.prepare(kwargs, stacklevel)
-        pm = self._pm
-        if seconds is None:
-            seconds = pm._default_timeout
-        if seconds is not None and math.isinf(seconds):
-            seconds = None
-        on_call = pm._on_call
-        report_slow = pm._report_slow
-        if isolate is not None or seconds is None:
-            return await _run(plan, kwargs, isolate, seconds, None, on_call, report_slow, returns)
-        culprit = _Culprit()
-        with trio.move_on_after(seconds):
-            return await _run(plan, kwargs, None, None, culprit, on_call, report_slow, returns)
-        raise _timeout_error(culprit.plugin or "<unknown>", self.name, seconds)
 
 
 class AsyncHooks:
@@ -834,7 +895,7 @@ def _namespaces(
     return tuple(specs)
 
 
-class HookManager(pluggy.PluginManager):
+class HookManager(_compat.PluginManager):
     """pluggy's ``PluginManager`` for project ``autogpt`` with an awaitable relay, ``ahook``.
 
     ``HookManager()`` knows the hooks of ``hookspecs``; ``specs=`` replaces them (a module,
@@ -937,9 +998,9 @@ class HookManager(pluggy.PluginManager):
         hook: HookCaller | None = getattr(self.hook, hook_name, None)
         if hook is None:
             raise ValueError(f"no hook named {hook_name!r}: check the name against hookspecs")
-        return [(impl.plugin_name, impl) for impl in reversed(hook.get_hookimpls())]
+        return [(impl.plugin_name, impl) for impl in _compat.call_order(hook)]
 
-    def _verify_hook(self, hook: HookCaller, hookimpl: HookImpl) -> None:
+    def _check_impl(self, hook: HookCaller, hookimpl: HookImpl) -> HookImpl:
         # pluggy accepts only generator wrappers; async generators are wrappers here too.
         function = hookimpl.function
         where = f"Plugin {hookimpl.plugin_name!r} for hook {hook.name!r}\n"
@@ -966,10 +1027,9 @@ class HookManager(pluggy.PluginManager):
                 raise PluginValidationError(
                     hookimpl.plugin, where + "historic incompatible with yield/wrapper/hookwrapper"
                 )
-            opts = hookimpl.opts.copy()
-            opts["wrapper"] = False
-            hookimpl = HookImpl(hookimpl.plugin, hookimpl.plugin_name, function, opts)
-        super()._verify_hook(hook, hookimpl)
+            # Shown to pluggy's checks as a plain function: they accept only generators.
+            return _compat.with_opts(hookimpl, wrapper=False)
+        return hookimpl
 
 
 # --- Ctrl-C in stuck code ----------------------------------------------------------------
