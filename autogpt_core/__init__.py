@@ -38,8 +38,8 @@ if _typing.TYPE_CHECKING:
     from ._config import Limits as Limits
     from ._config import load_config as load_config
     from ._files import write_atomically as write_atomically
+    from .agent._options import RunOptions as RunOptions
     from .agent._runtime import Runtime as Runtime
-    from .agent._session import RunOptions as RunOptions
     from .agent._workspace import Workspace as Workspace
     from .hooks._hookcall import AsyncHookCaller as AsyncHookCaller
     from .hooks._hookcall import AsyncHooks as AsyncHooks
@@ -55,14 +55,15 @@ if _typing.TYPE_CHECKING:
     from .plugins._manifest import SettingDecl as SettingDecl
     from .plugins._manifest import load_manifest as load_manifest
     from .plugins._manifest import parse_manifest as parse_manifest
-    from .store._storage import ArtifactRecord as ArtifactRecord
-    from .store._storage import AsyncStore as AsyncStore
-    from .store._storage import CycleRecord as CycleRecord
-    from .store._storage import Page as Page
-    from .store._storage import SessionRecord as SessionRecord
-    from .store._storage import SessionStatus as SessionStatus
-    from .store._storage import Store as Store
-    from .store._storage import StoredEvent as StoredEvent
+    from .store._async import AsyncStore as AsyncStore
+    from .store._interface import SessionStore as SessionStore
+    from .store._records import ArtifactRecord as ArtifactRecord
+    from .store._records import CycleRecord as CycleRecord
+    from .store._records import Page as Page
+    from .store._records import SessionRecord as SessionRecord
+    from .store._records import SessionStatus as SessionStatus
+    from .store._records import StoredEvent as StoredEvent
+    from .store._sqlite import Store as Store
 
 _LAZY: dict[str, tuple[str, str]] = {
     "CommandRegistry": ("plugins._commands", "CommandRegistry"),
@@ -86,15 +87,16 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Redactor": ("agent._redact", "Redactor"),
     "is_secret_name": ("agent._redact", "is_secret_name"),
     "Runtime": ("agent._runtime", "Runtime"),
-    "RunOptions": ("agent._session", "RunOptions"),
-    "ArtifactRecord": ("store._storage", "ArtifactRecord"),
-    "AsyncStore": ("store._storage", "AsyncStore"),
-    "CycleRecord": ("store._storage", "CycleRecord"),
-    "Page": ("store._storage", "Page"),
-    "SessionRecord": ("store._storage", "SessionRecord"),
-    "SessionStatus": ("store._storage", "SessionStatus"),
-    "Store": ("store._storage", "Store"),
-    "StoredEvent": ("store._storage", "StoredEvent"),
+    "RunOptions": ("agent._options", "RunOptions"),
+    "ArtifactRecord": ("store._records", "ArtifactRecord"),
+    "AsyncStore": ("store._async", "AsyncStore"),
+    "CycleRecord": ("store._records", "CycleRecord"),
+    "Page": ("store._records", "Page"),
+    "SessionRecord": ("store._records", "SessionRecord"),
+    "SessionStatus": ("store._records", "SessionStatus"),
+    "SessionStore": ("store._interface", "SessionStore"),
+    "Store": ("store._sqlite", "Store"),
+    "StoredEvent": ("store._records", "StoredEvent"),
     "Workspace": ("agent._workspace", "Workspace"),
 }
 
@@ -153,6 +155,7 @@ __all__ = [
     "SessionNotFound",
     "SessionRecord",
     "SessionStatus",
+    "SessionStore",
     "SettingDecl",
     "StorageError",
     "Store",

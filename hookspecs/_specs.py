@@ -107,7 +107,8 @@ def register_llm_providers(register: RegisterLLMProvider) -> None:
     """Per plugin, sync only: ``register(name, factory)`` for each LLM provider you offer.
 
     ``factory(options: ProviderOptions)`` returns an ``LLMProvider``. Users pick one with
-    ``--llm NAME``.
+    ``--llm NAME``. ``options.settings`` are this plugin's settings, ``options.resume_after``
+    the cycles a resumed session already completed.
     """
 
 
@@ -206,9 +207,12 @@ def on_event(session: SessionView, event: Event) -> None:
 def llm_request(session: SessionView, request: LLMRequest) -> LLMResponse | None:
     """firstresult. Every model request goes through here.
 
-    The core's own ``trylast`` implementation sends the request to the session's provider.
-    Implement it as a ``wrapper=True`` generator to log, time or account for requests; return
-    a response from a normal implementation to answer without the provider (a cache).
+    The core's own ``trylast`` implementation sends the request to the session's provider
+    and masks secrets in its answer before any wrapper sees it. Implement it as a
+    ``wrapper=True`` generator to log, time, record or account for requests; return a
+    response from a normal implementation to answer without the provider (a cache). A
+    provider that raises something other than an ``LLMError``, or answers something other
+    than an ``LLMResponse``, is reported as a ``HookError`` naming its plugin.
     """
 
 

@@ -103,12 +103,29 @@ class LLMProvider(Protocol):
 
 @attrs.frozen
 class ProviderOptions:
-    """What the core passes to an LLM provider factory (from config and the command line)."""
+    """What the core passes to an LLM provider factory when a session needs a provider.
+
+    ``model``, ``base_url`` and ``api_key`` come from the command line (``--model``,
+    ``--base-url``) or the config's ``llm`` section; ``None`` leaves the choice to the
+    provider. ``extra["path"]`` is what follows the colon in ``--llm NAME:PATH`` (the
+    recording of ``replay:FILE``), absent when nothing does.
+
+    ``settings`` are the validated settings of the plugin that registered the provider (what
+    its ``configure`` received, secrets included): a factory reads its own configuration
+    here, when it makes a provider, instead of keeping what ``configure`` gave it. ``None``
+    for a provider registered outside a plugin (tests).
+
+    ``resume_after`` is the number of cycles the session completed before this provider
+    was made: 0 for a new session, N when it resumes after cycle N. A provider that plays a
+    recording skips what those cycles asked (one request each).
+    """
 
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
     extra: Mapping[str, JSON] = attrs.field(factory=dict)
+    settings: PluginSettings | None = attrs.field(default=None, repr=False)
+    resume_after: int = 0
 
 
 LLMProviderFactory = Callable[[ProviderOptions], LLMProvider]

@@ -11,8 +11,8 @@ import attrs
 import trio.lowlevel
 
 from autogpt_core._config import Config
+from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
-from autogpt_core.agent._session import RunOptions
 from autogpt_core.plugins._loader import load
 from autogpt_core.store._storage import Store
 from hookspecs import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,90 +11,16 @@ import trio
 import trio.testing
 
 from autogpt_core._errors import LLMError, SessionInUse, StorageError
+from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
-from autogpt_core.agent._session import RunOptions
 from autogpt_core.plugins._loader import PluginSet, load
 from autogpt_core.store._lease import Holder, Lease, hold_lease, taken_over
-from autogpt_core.store._storage import CycleRecord, SessionStatus, Store
+from autogpt_core.store._sqlite import Store
 from hookspecs import LLMRequest, LLMResponse, hookimpl
 from tests.scripted import GOAL, ScriptedProvider, _config, _reply
 
-
-def _dead_pid() -> int:
-    """The pid of a process of this host that has ended (and been reaped)."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(done.stdout)
-
-
-# --- the store's leases ----------------------------------------------------------------
-
-
-def test_a_live_lease_refuses_every_other_holder(tmp_path: Path) -> None:
-    """While a lease binds, any holder (another runtime of this process, or the holder
-    itself) is refused with SessionInUse naming the session, pid, host and the fix."""
-    with Store(tmp_path / "s.sqlite3") as store:
-        first, second = Holder.current(), Holder.current()
-        assert first.id != second.id
-        store.acquire_lease("s1", first, expiry=30)
-        for holder in (second, first):
-            with pytest.raises(SessionInUse) as info:
-                store.acquire_lease("s1", holder, expiry=30)
-            message = str(info.value)
-            assert message.startswith(
-                f"session s1 is being run by process {os.getpid()} (this process) "
-                f"on host {socket.gethostname()} since "
-            )
-            assert message.endswith("; wait for it to end, or stop that process")
-        assert store.acquire_lease("s2", second, expiry=30).holder == second.id
-
-
-def test_an_expired_lease_of_a_live_holder_is_taken_over_and_fenced(tmp_path: Path) -> None:
-    """A live holder that stopped renewing binds until its lease expires, then is taken
-    over; after that its renewals and its writes to the session are refused."""
-    path = tmp_path / "s.sqlite3"
-    with Store(path) as stuck_store, Store(path) as taker_store:
-        stuck_store.create_session("g", tmp_path, session_id="s")
-        start = time.time()
-        stuck = stuck_store.acquire_lease("s", Holder.current(), expiry=30, now=start)
-        taker = Holder.current()
-        with pytest.raises(SessionInUse, match="is being run by"):
-            taker_store.acquire_lease("s", taker, expiry=30, now=start + 29)
-        taker_store.acquire_lease("s", taker, expiry=30, now=start + 31)
-
-        with pytest.raises(
-            SessionInUse, match=f"session s was taken over by process {os.getpid()}"
-        ):
-            stuck_store.renew_lease(stuck, expiry=30, now=start + 32)
-        with pytest.raises(SessionInUse, match="taken over"):
-            stuck_store.record_cycle(CycleRecord("s", 1, result="stale"))
-        with pytest.raises(SessionInUse, match="taken over"):
-            stuck_store.update_session_status("s", "failed")
-        taker_store.record_cycle(CycleRecord("s", 1, result="fresh"))
-        stuck_store.release_lease(stuck)  # leaves the taker's lease alone
-
-        current = taker_store.get_lease("s")
-        assert current is not None
-        assert current.holder == taker.id
-        assert [c.result for c in taker_store.load_cycles("s")] == ["fresh"]
-        assert taker_store.get_session("s").status is SessionStatus.RUNNING
-
-
-def test_a_dead_holder_on_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
-    """An unexpired lease whose holder process on this host has ended is taken over at
-    once; one held from another host binds until it expires."""
-    pid = _dead_pid()
-    with Store(tmp_path / "s.sqlite3") as store:
-        store.acquire_lease("here", Holder(socket.gethostname(), pid, "gone"), expiry=30)
-        store.acquire_lease("there", Holder("elsewhere.invalid", pid, "far"), expiry=30)
-        mine = Holder.current()
-        assert store.acquire_lease("here", mine, expiry=30).holder == mine.id
-        with pytest.raises(SessionInUse, match=f"process {pid} on host elsewhere.invalid"):
-            store.acquire_lease("there", mine, expiry=30)
+# The store's leases (acquire, renew, release, takeover, fencing) are part of the store's
+# contract: tests/test_store_interface.py runs them against every implementation.
 
 
 # --- hold_lease: the heartbeat ---------------------------------------------------------

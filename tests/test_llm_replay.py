@@ -35,6 +35,7 @@ from hookspecs import (
     LLMRequest,
     LLMResponse,
     Message,
+    PluginSettings,
     ProviderOptions,
     Role,
     ToolCall,
@@ -100,8 +101,12 @@ async def record_session(server: FakeOpenAI, path: Path) -> list[LLMResponse]:
         await recorder.aclose()
 
 
-def replay(path: Path, **extra: Any) -> ReplayProvider:
-    return factory(ProviderOptions(extra={"path": str(path), **extra}))
+def replay(path: Path, **settings: Any) -> ReplayProvider:
+    """The replay provider for ``path``, made with these plugin settings (``strict``)."""
+    options = ProviderOptions(
+        extra={"path": str(path)}, settings=PluginSettings("llm_replay", settings)
+    )
+    return factory(options)
 
 
 def write_json(path: Path, data: Any) -> Path:
@@ -358,32 +363,29 @@ def test_factory_refuses_an_unreadable_strict_flag(tmp_path: Path) -> None:
 
 
 def test_register_llm_providers_offers_replay() -> None:
-    """The hook registers the replay factory, and the recorder the core uses for --record."""
+    """The hook registers the replay factory, and nothing else: recording is a wrapper."""
     registered: dict[str, Any] = {}
     llm_replay.register_llm_providers(register=registered.__setitem__)
-    assert registered == {"replay": factory, "record": llm_replay.record_factory}
+    assert registered == {"replay": factory}
 
 
 async def test_skip_resumes_after_played_exchanges(tmp_path: Path) -> None:
     """A resumed session's replay starts after the exchanges its completed cycles used."""
     exchanges = [{"response": {"content": f"answer {i}"}} for i in range(3)]
     path = write_json(tmp_path / "r.json", {**empty(), "exchanges": exchanges})
-    provider = factory(ProviderOptions(extra={"path": str(path), "skip": 2, "strict": False}))
+    provider = factory(ProviderOptions(extra={"path": str(path)}, resume_after=2))
     assert (await provider.complete(FIRST)).message.content == "answer 2"
     assert provider.remaining == 0
 
 
-async def test_record_factory_wraps_a_provider(tmp_path: Path) -> None:
-    """The record provider records what the wrapped provider answers, and refuses bad options."""
-    source = write_json(tmp_path / "src.json", one_exchange())
-    inner = factory(ProviderOptions(extra={"path": str(source), "strict": False}))
-    path = tmp_path / "rec.json"
-    recorder = llm_replay.record_factory(ProviderOptions(extra={"inner": inner, "path": str(path)}))
-    await recorder.complete(FIRST)
-    await recorder.aclose()
-    assert len(load_recording(path).exchanges) == 1
-    with pytest.raises(ConfigError, match="--record FILE"):
-        llm_replay.record_factory(ProviderOptions(extra={"path": str(path)}))
+def test_strict_is_the_plugins_setting_and_defaults_to_true(tmp_path: Path) -> None:
+    """Without settings (or without ``strict`` in them) the replay is strict; the core
+    sends no replay option through ``extra``."""
+    path = write_json(tmp_path / "e.json", empty())
+    assert factory(ProviderOptions(extra={"path": str(path)})).strict
+    assert replay(path).strict
+    assert not replay(path, strict=False).strict
+    assert factory(ProviderOptions(extra={"path": str(path), "strict": False})).strict
 
 
 def test_manifest_is_valid() -> None:
@@ -557,3 +559,147 @@ def test_a_damaged_recording_loads_or_is_a_config_error(
         assert usage.completion_tokens >= 0
         assert math.isfinite(usage.cost_usd)
         assert usage.cost_usd >= 0
+
+
+# --- recording sessions: the llm_request wrapper -----------------------------------------
+
+
+async def _record_run(
+    tmp_path: Path,
+    replies: list[LLMResponse],
+    record: str,
+    *,
+    environ: dict[str, str] | None = None,
+    options: Any = None,
+) -> Any:
+    """Run a scripted session with llm_replay's ``record`` setting, as --record sets it."""
+    from autogpt_core.agent._options import RunOptions
+    from autogpt_core.agent._runtime import Runtime
+    from autogpt_core.plugins._loader import load
+    from tests.scripted import GOAL, ScriptedProvider, _config
+
+    cfg = _config(tmp_path, plugin_settings={"llm_replay": {"record": record}})
+    plugins = load(cfg, environ=environ or {})
+    plugins.providers["scripted"] = ("tests", lambda _: ScriptedProvider(list(replies)))
+    async with Runtime(cfg, plugins=plugins) as rt:
+        return await rt.run(GOAL, options or RunOptions(llm="scripted", workspace=tmp_path / "ws"))
+
+
+async def test_a_session_is_recorded_by_the_wrapper_and_replays(tmp_path: Path) -> None:
+    """With ``record`` set, every exchange of the session is recorded, whichever provider
+    answered; the recording replays the session to the same end."""
+    from autogpt_core.agent._options import RunOptions
+    from autogpt_core.agent._runtime import Runtime
+    from tests.scripted import GOAL, _config, _reply
+
+    path = tmp_path / "session.json"
+    replies = [
+        _reply("write_file", {"path": "a.txt", "content": "hi"}, "w1"),
+        _reply("finish", {"result": "done"}, "f1"),
+    ]
+    outcome = await _record_run(tmp_path, replies, str(path))
+    assert (outcome.status, outcome.result) == ("finished", "done")
+    recorded = load_recording(path)
+    assert [e.response for e in recorded.exchanges] == replies
+    assert recorded.exchanges[1].request["last_message"] == {"role": "tool", "tool_call_id": "w1"}
+
+    async with Runtime(_config(tmp_path / "again")) as rt:
+        again = await rt.run(
+            GOAL, RunOptions(llm=f"replay:{path}", workspace=tmp_path / "again" / "ws")
+        )
+    assert (again.status, again.result) == ("finished", "done")
+
+
+async def test_the_recording_keeps_the_models_answers_masked(tmp_path: Path) -> None:
+    """A secret the model repeats is masked before the recorder sees the answer."""
+    from tests.scripted import _reply
+
+    secret = "sk-recorded-secret-4242"
+    path = tmp_path / "masked.json"
+    replies = [_reply("finish", {"result": f"the key is {secret}"}, "f1")]
+    outcome = await _record_run(tmp_path, replies, str(path), environ={"OPENAI_API_KEY": secret})
+    assert outcome.result == "the key is ***"
+    text = path.read_text(encoding="utf-8")
+    assert secret not in text
+    assert "the key is ***" in text
+
+
+async def test_a_session_that_asked_nothing_leaves_an_empty_recording(tmp_path: Path) -> None:
+    """A failed request is not recorded; the session's end still leaves a valid file."""
+
+    class Down:
+        async def complete(self, request: LLMRequest) -> LLMResponse:
+            raise LLMError("the model is down")
+
+        async def aclose(self) -> None:
+            pass
+
+    from autogpt_core.agent._options import RunOptions
+    from autogpt_core.agent._runtime import Runtime
+    from autogpt_core.plugins._loader import load
+    from tests.scripted import GOAL, _config
+
+    path = tmp_path / "empty.json"
+    cfg = _config(tmp_path, plugin_settings={"llm_replay": {"record": str(path)}})
+    plugins = load(cfg, environ={})
+    plugins.providers["down"] = ("tests", lambda _: Down())
+    async with Runtime(cfg, plugins=plugins) as rt:
+        outcome = await rt.run(GOAL, RunOptions(llm="down", workspace=tmp_path / "ws"))
+    assert (outcome.status, outcome.result) == ("failed", "the model is down")
+    assert load_recording(path) == Recording()
+
+
+async def test_concurrent_sessions_record_into_files_of_their_own(tmp_path: Path) -> None:
+    """``{session_id}`` gives each session its own file; without it, a second session
+    recording into the same file at the same time is refused, naming the fix."""
+    from autogpt_core.agent._options import RunOptions
+    from autogpt_core.agent._runtime import Runtime
+    from autogpt_core.plugins._loader import load
+    from tests.scripted import GOAL, _config, _reply
+
+    class Gate:
+        """Answers 'finish' once both sessions have asked."""
+
+        def __init__(self, both: trio.Event, asked: list[str]) -> None:
+            self.both, self.asked = both, asked
+
+        async def complete(self, request: LLMRequest) -> LLMResponse:
+            self.asked.append("x")
+            if len(self.asked) == 2:
+                self.both.set()
+            await self.both.wait()
+            return _reply("finish", {"result": "ok"}, "f1")
+
+        async def aclose(self) -> None:
+            pass
+
+    async def two_sessions(record: str) -> list[Any]:
+        cfg = _config(tmp_path, plugin_settings={"llm_replay": {"record": record}})
+        plugins = load(cfg, environ={})
+        both, asked = trio.Event(), []
+        plugins.providers["gate"] = ("tests", lambda _: Gate(both, asked))
+        outcomes: dict[str, Any] = {}
+        async with Runtime(cfg, plugins=plugins) as rt:
+
+            async def one(session_id: str) -> None:
+                options = RunOptions(llm="gate", session_id=session_id, workspace=tmp_path / "w")
+                outcomes[session_id] = await rt.run(GOAL, options)
+
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(one, f"a{len(record)}")
+                    nursery.start_soon(one, f"b{len(record)}")
+        return [outcomes[key] for key in sorted(outcomes)]
+
+    each = str(tmp_path / "rec-{session_id}.json")
+    assert [o.status for o in await two_sessions(each)] == ["finished", "finished"]
+    for name in (f"a{len(each)}", f"b{len(each)}"):
+        assert len(load_recording(tmp_path / f"rec-{name}.json").exchanges) == 1
+
+    shared = str(tmp_path / "shared.json")
+    outcomes = await two_sessions(shared)
+    assert sorted(o.status for o in outcomes) == ["failed", "finished"]
+    (refused,) = [o.result for o in outcomes if o.status == "failed"]
+    assert "is being recorded into it" in refused
+    assert "{session_id}" in refused
+    assert len(load_recording(shared).exchanges) == 1

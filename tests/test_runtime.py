@@ -10,8 +10,8 @@ import trio
 import trio.lowlevel
 
 from autogpt_core._config import Limits
+from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
-from autogpt_core.agent._session import RunOptions
 from autogpt_core.plugins._loader import load
 from autogpt_core.store._storage import Store
 from hookspecs import (
@@ -61,7 +61,9 @@ async def test_end_to_end_through_openai_client(tmp_path: Path) -> None:
     assert kinds[0] == "session_start"
     assert kinds[-1] == "session_end"
     assert "command" in kinds
-    memory = Store(tmp_path / "data" / "plugins" / "memory_sqlite" / "memory.sqlite3")
+    from autogpt_plugins.memory_sqlite._db import MemoryDB
+
+    memory = MemoryDB(tmp_path / "data" / "plugins" / "memory_sqlite" / "memory.sqlite3")
     with memory:
         from hookspecs import MemoryQuery
 

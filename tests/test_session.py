@@ -10,8 +10,8 @@ import trio
 
 from autogpt_core import ConfigError
 from autogpt_core._config import Limits
+from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
-from autogpt_core.agent._session import RunOptions
 from autogpt_core.plugins._loader import load
 from autogpt_core.store._storage import Store
 from hookspecs import CommandCall, Confirmation, MemoryHit, MemoryItem, Plan, Role, Usage, hookimpl

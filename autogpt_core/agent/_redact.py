@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from hookspecs import LLMRequest, LLMResponse, Message
+from hookspecs import Message
 
 MASK = "***"
 MIN_SECRET_LENGTH = 6
@@ -169,25 +169,3 @@ def masked_message(message: Message, text: Callable[[str], str]) -> Message:
         content=text(message.content),
         tool_calls=tuple(attrs.evolve(c, arguments=text(c.arguments)) for c in message.tool_calls),
     )
-
-
-@attrs.define
-class MaskedProvider:
-    """Wraps a session's provider so that what the model sends back is masked before
-    anything (the session, a recording) keeps it.
-
-    Requests are masked where they are built (the session keeps its conversation masked),
-    which costs a cycle nothing per earlier message; answers are masked here.
-    """
-
-    inner: Any
-    redactor: Redactor
-
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        response: LLMResponse = await self.inner.complete(request)
-        if not self.redactor.active:
-            return response
-        return attrs.evolve(response, message=masked_message(response.message, self.redactor.text))
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

@@ -5,15 +5,28 @@
     async with Runtime(load_config()) as rt:
         outcome = await rt.run("Write a haiku to haiku.txt", RunOptions(llm="replay:demo.json"))
 
-The CLI runs one session; the HTTP server runs many in one runtime. Model requests go
-through the ``llm_request`` hook; the runtime's own ``trylast`` implementation of it sends
-the request to the session's provider, so plugins can wrap, cache or log every request.
+The CLI runs one session; the HTTP server runs many in one runtime. The runtime is where a
+session's collaborators are made and wired; each receives what it uses, none the runtime:
+
+- ``Emitter`` (``_emitter.py``): the redactor, ``on_event``, the store. Masks and writes
+  everything the session says or keeps.
+- ``HookCaller`` (``_caller.py``): ``pm.ahook``, the emitter, the hook and person deadlines.
+- ``Dispatcher`` (``_dispatcher.py``): the hook caller, the emitter, the command registry,
+  the plugins' records, the grants, the consent and question functions (``confirm``,
+  ``user_input`` through the hook caller) and the store's lease check for the session.
+- ``Session`` (``_session.py``): those three, the commands offered as tools, how long its
+  provider may take, the limits.
+- ``SessionModel`` (``_model.py``): the session's provider and its plugin, for the core's
+  ``trylast`` ``llm_request`` implementation (``ProviderBridge``), so plugins can wrap,
+  cache, record or log every request.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -22,17 +35,7 @@ from typing import Any
 import attrs
 import trio
 
-from hookspecs import (
-    Budget,
-    LLMProvider,
-    LLMRequest,
-    LLMResponse,
-    ProviderOptions,
-    RuntimeView,
-    SessionOutcome,
-    SessionView,
-    hookimpl,
-)
+from hookspecs import JSON, Budget, Message, ProviderOptions, RuntimeView, SessionOutcome
 
 from .._config import Config
 from .._errors import ConfigError, HookError
@@ -41,67 +44,13 @@ from ..hooks._hookcall import HookManager
 from ..plugins._loader import PluginSet, load
 from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, hold_lease
 from ..store._storage import AsyncStore
-from ._redact import MaskedProvider, Redactor
-from ._session import RunOptions, Session, history_from_cycles, new_session_id
-
-CORE_PLUGIN_NAME = "autogpt-core"
-# RunOptions stored with a session (never the API key), so that --resume runs it alike.
-_STORED_OPTIONS = (
-    "llm",
-    "model",
-    "base_url",
-    "max_cycles",
-    "max_tokens",
-    "max_cost",
-    "continuous",
-    "strict_replay",
-)
-
-
-# The type each stored option must have (None allowed for all but the booleans).
-_OPTION_TYPES: dict[str, type | tuple[type, ...]] = {
-    "llm": str,
-    "model": str,
-    "base_url": str,
-    "max_cycles": int,
-    "max_tokens": int,
-    "max_cost": (int, float),
-    "continuous": bool,
-    "strict_replay": bool,
-}
-
-
-def _stored_options(session_id: str, config: Any, path: Path) -> dict[str, Any]:
-    """The options stored with a session, checked: the store is a file anyone can edit."""
-    if not isinstance(config, dict):
-        raise ConfigError(
-            f"{path}: the stored options of session {session_id} are not a mapping; "
-            "start a new session, or delete this one with 'autogpt sessions delete'"
-        )
-    for name in _STORED_OPTIONS:
-        if name not in config:
-            continue
-        value, want = config[name], _OPTION_TYPES[name]
-        nullable = want is not bool
-        wrong_bool = isinstance(value, bool) and want is not bool
-        if (value is None and nullable) or (isinstance(value, want) and not wrong_bool):
-            continue
-        raise ConfigError(
-            f"{path}: session {session_id} has a stored option {name}={value!r}, which is "
-            "not valid (the store was damaged or edited); start a new session"
-        )
-    return dict(config)
-
-
-class _ProviderBridge:
-    """The core's own ``llm_request`` implementation: the session's provider answers."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    @hookimpl(trylast=True)
-    async def llm_request(self, session: SessionView, request: LLMRequest) -> LLMResponse:
-        return await self.runtime.provider_for(session.id).complete(request)
+from ._caller import HookCaller
+from ._dispatcher import Dispatcher, Grants
+from ._emitter import Emitter
+from ._model import CORE_PLUGIN_NAME, ProviderBridge, SessionModel, provider_seconds
+from ._options import RunOptions, options_for_resume, options_to_store
+from ._redact import Redactor
+from ._session import Session, history_from_cycles, new_session_id
 
 
 class Runtime:
@@ -126,7 +75,8 @@ class Runtime:
         self._plugins = plugins
         self._pm_factory = pm_factory
         self.store_path = store_path or config.data_dir / "sessions.sqlite3"
-        self._providers: dict[str, LLMProvider] = {}
+        # The model of each running session, for the core's llm_request implementation.
+        self._models: dict[str, SessionModel] = {}
         # Secret-looking environment variables from the start; declared secrets at load.
         self.redactor = Redactor.from_environment()
         self.hook_timeout = config.limits.hook_timeout
@@ -149,9 +99,6 @@ class Runtime:
         if self._store is None:
             raise RuntimeError("use 'async with Runtime(config) as rt' before running sessions")
         return self._store
-
-    def redact(self, value: Any) -> Any:
-        return self.redactor(value)
 
     def warnings(self) -> list[str]:
         """Problems worth telling the user before a run: broken enabled plugins, config
@@ -176,7 +123,7 @@ class Runtime:
         if self._plugins is None:
             self._plugins = load(self.config, pm_factory=self._pm_factory)
         self.redactor.add(self.plugins.secrets)
-        self.pm.register(_ProviderBridge(self), name=CORE_PLUGIN_NAME)
+        self.pm.register(ProviderBridge(self._models), name=CORE_PLUGIN_NAME)
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             self._store = await AsyncStore.open(self.store_path)
@@ -214,57 +161,7 @@ class Runtime:
                 self.pm.unregister(name=CORE_PLUGIN_NAME)
 
     def _warn(self, error: HookError) -> None:
-        print(f"autogpt: warning: {self.redact(str(error))}", file=sys.stderr)
-
-    # -- providers ----------------------------------------------------------------------
-
-    def provider_for(self, session_id: str) -> LLMProvider:
-        return self._providers[session_id]
-
-    async def make_provider(self, options: RunOptions, *, resume_from: int = 0) -> LLMProvider:
-        """Build the provider ``options.llm`` names (``openai``, ``replay:FILE``, ...)."""
-        spec = options.llm or self.config.llm_provider or "openai"
-        name, _, argument = spec.partition(":")
-        registered = self.plugins.providers
-        if name not in registered or name == "record":
-            # "record" wraps another provider (--record FILE); it is not one on its own.
-            available = ", ".join(sorted(n for n in registered if n != "record")) or "none"
-            raise ConfigError(
-                f"no LLM provider {name!r} is available (available: {available}); "
-                "enable the plugin that provides it with 'autogpt plugins enable ID'"
-            )
-        if options.record is not None and "record" not in registered:
-            raise ConfigError(
-                "--record needs the 'llm_replay' plugin: autogpt plugins enable llm_replay"
-            )
-        extra: dict[str, Any] = {}
-        if argument:
-            extra["path"] = argument
-        extra["strict"] = options.strict_replay
-        if resume_from:
-            extra["skip"] = resume_from
-        provider = registered[name][1](
-            ProviderOptions(
-                model=options.model or self.config.llm_model,
-                base_url=options.base_url or self.config.llm_base_url,
-                api_key=options.api_key,
-                extra=extra,
-            )
-        )
-        if options.api_key:
-            self.redactor.add([options.api_key])
-        # Inside the recorder: a recording keeps the model's answers masked too.
-        provider = MaskedProvider(provider, self.redactor)
-        if options.record is not None:
-            try:
-                provider = registered["record"][1](
-                    ProviderOptions(extra={"path": str(options.record), "inner": provider})
-                )
-            except BaseException:
-                with trio.CancelScope(shield=True):
-                    await provider.aclose()
-                raise
-        return provider
+        print(f"autogpt: warning: {self.redactor.text(str(error))}", file=sys.stderr)
 
     # -- sessions -----------------------------------------------------------------------
 
@@ -283,13 +180,13 @@ class Runtime:
     async def run(self, goal: str, options: RunOptions | None = None) -> SessionOutcome:
         """Run a new session for ``goal`` to its end and return how it ended."""
         options = options or RunOptions()
-        # A secret in the goal would reach the store and the model: it is masked too.
-        goal = self.redactor.text(goal)
         session_id = options.session_id or new_session_id()
+        emitter = self._emitter(session_id)
+        # A secret in the goal would reach the store and the model: it is masked too.
+        goal = emitter.text(goal)
         workspace = (
             options.workspace or self.config.data_dir / "workspaces" / session_id
         ).resolve()
-        stored = {name: getattr(options, name) for name in _STORED_OPTIONS}
         async with (
             # The lease first: a second runtime is refused before anything happens.
             hold_lease(
@@ -299,21 +196,20 @@ class Runtime:
                 period=self.lease_period,
                 expiry=self.lease_expiry,
             ),
-            self._provider(options) as provider,
+            self._model(options, emitter) as model,
         ):
             # Only now: a run that cannot start (no key, no recording) leaves nothing behind.
             workspace.mkdir(parents=True, exist_ok=True)
-            await self.store.create_session(goal, workspace, session_id=session_id, config=stored)
+            await self.store.create_session(
+                goal, workspace, session_id=session_id, config=options_to_store(options)
+            )
             return await self._drive(
-                Session(
-                    runtime=self,
-                    id=session_id,
-                    goal=goal,
-                    workspace=workspace,
-                    options=options,
-                    provider=provider,
-                    budget=self._budget(options),
-                )
+                emitter,
+                model,
+                options,
+                goal=goal,
+                workspace=workspace,
+                budget=self._budget(options),
             )
 
     async def resume(self, session_id: str, options: RunOptions | None = None) -> SessionOutcome:
@@ -338,51 +234,128 @@ class Runtime:
                     f"session {session_id} works in {record.workspace}; a resumed session keeps "
                     "its workspace: drop --workspace"
                 )
-            saved = _stored_options(session_id, record.config, self.store_path)
-            defaults = RunOptions()
-            merged = attrs.evolve(
+            merged = options_for_resume(
                 given,
-                workspace=record.workspace,
+                record.config,
                 session_id=session_id,
-                **{
-                    name: saved[name]
-                    for name in _STORED_OPTIONS
-                    if name in saved and getattr(given, name) == getattr(defaults, name)
-                },
+                workspace=record.workspace,
+                store_path=self.store_path,
             )
             cycles = await self.store.load_cycles(session_id)
             done = cycles[-1].number if cycles else 0
-            async with self._provider(merged, resume_from=done) as provider:
+            emitter = self._emitter(session_id)
+            async with self._model(merged, emitter, resume_after=done) as model:
                 await self.store.update_session_status(session_id, "running")
                 return await self._drive(
-                    Session(
-                        runtime=self,
-                        id=session_id,
-                        goal=record.goal,
-                        workspace=record.workspace,
-                        options=merged,
-                        provider=provider,
-                        budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
-                        history=history_from_cycles(cycles),
-                        cycle=done,
-                    )
+                    emitter,
+                    model,
+                    merged,
+                    goal=record.goal,
+                    workspace=record.workspace,
+                    budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
+                    history=history_from_cycles(cycles),
+                    cycle=done,
                 )
 
+    def _emitter(self, session_id: str) -> Emitter:
+        return Emitter(
+            session_id=session_id,
+            redactor=self.redactor,
+            hooks=self.pm.ahook,
+            hook_timeout=self.hook_timeout,
+            store=self.store,
+            store_path=self.store_path,
+        )
+
     @asynccontextmanager
-    async def _provider(
-        self, options: RunOptions, *, resume_from: int = 0
-    ) -> AsyncIterator[LLMProvider]:
-        """The session's provider, always closed at the end (even when cancelled)."""
-        provider = await self.make_provider(options, resume_from=resume_from)
+    async def _model(
+        self, options: RunOptions, emitter: Emitter, *, resume_after: int = 0
+    ) -> AsyncIterator[SessionModel]:
+        """The provider ``options.llm`` names (``openai``, ``replay:FILE``, ...), made with
+        its plugin's settings and always closed at the end (even when cancelled)."""
+        spec = options.llm or self.config.llm_provider or "openai"
+        name, _, argument = spec.partition(":")
+        registered = self.plugins.providers
+        if name not in registered:
+            available = ", ".join(sorted(registered)) or "none"
+            raise ConfigError(
+                f"no LLM provider {name!r} is available (available: {available}); "
+                "enable the plugin that provides it with 'autogpt plugins enable ID'"
+            )
+        plugin_id, factory = registered[name]
+        record = self.plugins.records.get(plugin_id)
+        extra: dict[str, JSON] = {"path": argument} if argument else {}
+        provider = factory(
+            ProviderOptions(
+                model=options.model or self.config.llm_model,
+                base_url=options.base_url or self.config.llm_base_url,
+                api_key=options.api_key,
+                extra=extra,
+                settings=record.settings if record is not None else None,
+                resume_after=resume_after,
+            )
+        )
+        if options.api_key:
+            self.redactor.add([options.api_key])
         try:
-            yield provider
+            yield SessionModel(provider, name, plugin_id, mask=emitter.response)
         finally:
             with trio.CancelScope(shield=True):
                 await provider.aclose()
 
-    async def _drive(self, session: Session) -> SessionOutcome:
-        self._providers[session.id] = session.provider
+    async def _drive(
+        self,
+        emitter: Emitter,
+        model: SessionModel,
+        options: RunOptions,
+        *,
+        goal: str,
+        workspace: Path,
+        budget: Budget,
+        history: Sequence[Message] = (),
+        cycle: int = 0,
+    ) -> SessionOutcome:
+        """Wire the session's collaborators and run it to its end."""
+        session_id = emitter.session_id
+        limits = self.config.limits
+        hooks = HookCaller(
+            hooks=self.pm.ahook,
+            emitter=emitter,
+            hook_timeout=self.hook_timeout,
+            # A person answers at their own pace: by default no deadline.
+            person_seconds=math.inf if limits.confirm_timeout is None else limits.confirm_timeout,
+        )
+        dispatcher = Dispatcher(
+            hooks=hooks,
+            emitter=emitter,
+            commands=self.plugins.commands,
+            records=self.plugins.records,
+            grants=Grants(self.config.grants),
+            consent=lambda request: hooks.ask_person("confirm", request=request),
+            question=lambda question: hooks.ask_person("user_input", question=question),
+            check_lease=functools.partial(self.store.check_held, session_id),
+            continuous=options.continuous,
+            command_timeout=limits.command_timeout,
+        )
+        owner = self.plugins.records.get(model.plugin_id)
+        session = Session(
+            id=session_id,
+            goal=goal,
+            workspace=workspace,
+            budget=budget,
+            emitter=emitter,
+            hooks=hooks,
+            dispatcher=dispatcher,
+            tools=self.plugins.commands.tool_specs,
+            provider_seconds=provider_seconds(owner.settings if owner is not None else None),
+            max_failures=limits.max_failures,
+            continuous=options.continuous,
+            model=options.model,
+            history=list(history),
+            cycle=cycle,
+        )
+        self._models[session_id] = model
         try:
             return await session.run()
         finally:
-            self._providers.pop(session.id, None)
+            self._models.pop(session_id, None)

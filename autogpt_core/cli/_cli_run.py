@@ -21,6 +21,8 @@ DEMO_GOAL = (
     "check that you can recall it, then finish."
 )
 DEMO_RECORDING = "demo.replay.json"
+#: The built-in plugin whose settings --record, --no-strict and --demo set.
+REPLAY_PLUGIN = "llm_replay"
 
 
 def add_run_parser(sub: Any) -> None:
@@ -117,11 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hookspecs import printable
 
     from .._errors import ConfigError
+    from ..agent._options import RunOptions
     from ..agent._runtime import Runtime
-    from ..agent._session import RunOptions
     from ..hooks._tracing import trace_factory
 
-    config = load_config(args.config)
+    config = _with_replay_settings(load_config(args.config), args)
     goal = args.goal
     llm = args.llm
     if args.demo:
@@ -151,15 +153,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_cost=args.max_cost,
         continuous=args.continuous,
         workspace=args.workspace,
-        record=args.record,
-        # The demo tolerates extra plugins (a tool list that differs from the recording's).
-        strict_replay=not (args.no_strict or args.demo),
     )
 
     async def main() -> Any:
         async with Runtime(config, pm_factory=trace_factory(args.trace_hooks)) as runtime:
             for warning in runtime.warnings():
                 print(f"autogpt: warning: {printable(warning)}", file=sys.stderr)
+            if args.record and REPLAY_PLUGIN not in runtime.view().plugins:
+                raise ConfigError(
+                    f"--record needs the {REPLAY_PLUGIN!r} plugin: "
+                    f"autogpt plugins enable {REPLAY_PLUGIN}"
+                )
             async with trio.open_nursery() as nursery:
                 stopped = False
 
@@ -225,6 +229,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Nobody reads the summary (| head): the exit code still tells how the run ended.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
+
+
+def _with_replay_settings(config: Config, args: argparse.Namespace) -> Config:
+    """``config`` with the replay plugin's settings that ``--record``, ``--no-strict`` and
+    ``--demo`` stand for, over the config file's (``plugins.settings.llm_replay``).
+
+    The options reach the plugin the way its settings always do, validated against its
+    manifest and given to it alone: the engine below names no plugin.
+    """
+    import attrs
+
+    values = dict(config.plugin_settings.get(REPLAY_PLUGIN, {}))
+    if args.record is not None:
+        values["record"] = str(args.record.expanduser().absolute())
+    if args.no_strict or args.demo:
+        # The demo tolerates extra plugins (a tool list that differs from the recording's).
+        values["strict"] = False
+    if not values:
+        return config
+    return attrs.evolve(config, plugin_settings={**config.plugin_settings, REPLAY_PLUGIN: values})
 
 
 def _resolve_session_id(config: Config, text: str) -> str:

@@ -7,7 +7,8 @@ A recording is a JSON file (``docs/recordings.md`` is the reference)::
 
 ``ReplayProvider`` answers requests with the recorded responses, in order; in strict mode
 it first checks each request against the recorded summary (see ``request_difference``).
-``RecordingProvider`` wraps a real provider and rewrites the file after every exchange.
+``Recorder`` writes a recording, rewriting the file after every exchange;
+``RecordingProvider`` wraps a provider with one.
 """
 
 from __future__ import annotations
@@ -473,16 +474,14 @@ class ReplayProvider:
         """Nothing to release."""
 
 
-class RecordingProvider:
-    """Wraps a real provider and records each request (its summary) and response.
+class Recorder:
+    """Records exchanges into one recording file.
 
-    The file is rewritten atomically after every exchange, so a session that crashes
-    keeps what it recorded. ``aclose`` writes an empty recording if nothing was asked,
-    then closes the wrapped provider.
+    The file is rewritten atomically after every exchange, so a session that crashes keeps
+    what it recorded. ``finish`` writes an empty recording if nothing was recorded.
     """
 
-    def __init__(self, inner: LLMProvider, path: str | os.PathLike[str]) -> None:
-        self.inner = inner
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._exchanges: list[Exchange] = []
         self._written = False
@@ -491,38 +490,37 @@ class RecordingProvider:
         self._lock = trio.Lock()
 
     def __repr__(self) -> str:
-        return f"RecordingProvider({self.inner!r}, path={os.fspath(self.path)!r})"
+        return f"Recorder(path={os.fspath(self.path)!r}, exchanges={len(self._exchanges)})"
 
     @property
     def exchanges(self) -> Sequence[Exchange]:
         """What has been recorded so far."""
         return tuple(self._exchanges)
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Ask the wrapped provider, record the exchange, return its response."""
-        response = await self.inner.complete(request)
+    async def add(self, request: LLMRequest, response: LLMResponse, *, source: str) -> None:
+        """Record one exchange and rewrite the file.
+
+        Raises ``LLMError`` naming ``source`` (who answered) when the response's usage could
+        not be replayed, and when the file cannot be written.
+        """
         try:
             check_usage(response.usage, "usage")
         except _Invalid as exc:
             # Refused rather than recorded: the file would not replay, and the session
             # could not store its budget.
             raise LLMError(
-                f"{self.inner!r} reported {exc} (got {response.usage!r}): the provider's "
+                f"{source} reported {exc} (got {response.usage!r}): the provider's "
                 "usage report is wrong; this exchange was not recorded"
             ) from None
         async with self._lock:
             self._exchanges.append(Exchange(request_summary(request), response))
             await self._write()
-        return response
 
-    async def aclose(self) -> None:
-        """Make sure the file exists, then close the wrapped provider."""
-        try:
-            if not self._written:
-                async with self._lock:
-                    await self._write()
-        finally:
-            await self.inner.aclose()
+    async def finish(self) -> None:
+        """Make sure the file exists: an empty recording if nothing was recorded."""
+        if not self._written:
+            async with self._lock:
+                await self._write()
 
     async def _write(self) -> None:
         text = Recording(tuple(self._exchanges)).dumps()
@@ -534,6 +532,45 @@ class RecordingProvider:
                 "directory is writable, or record to another file with --record"
             ) from exc
         self._written = True
+
+
+class RecordingProvider:
+    """Wraps a provider and records each request (its summary) and response: for scripts
+    and tests that record a provider directly. (A session records through this plugin's
+    ``llm_request`` wrapper instead; see ``_session_recorder.py``.)
+
+    ``aclose`` writes an empty recording if nothing was asked, then closes the wrapped
+    provider.
+    """
+
+    def __init__(self, inner: LLMProvider, path: str | os.PathLike[str]) -> None:
+        self.inner = inner
+        self.recorder = Recorder(path)
+
+    def __repr__(self) -> str:
+        return f"RecordingProvider({self.inner!r}, path={os.fspath(self.path)!r})"
+
+    @property
+    def path(self) -> Path:
+        return self.recorder.path
+
+    @property
+    def exchanges(self) -> Sequence[Exchange]:
+        """What has been recorded so far."""
+        return self.recorder.exchanges
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Ask the wrapped provider, record the exchange, return its response."""
+        response = await self.inner.complete(request)
+        await self.recorder.add(request, response, source=repr(self.inner))
+        return response
+
+    async def aclose(self) -> None:
+        """Make sure the file exists, then close the wrapped provider."""
+        try:
+            await self.recorder.finish()
+        finally:
+            await self.inner.aclose()
 
 
 def _exchanges_text(count: int) -> str:
