@@ -16,7 +16,7 @@ from autogpt_core.agent._runtime import Runtime
 from autogpt_core.plugins._loader import PluginSet, load
 from autogpt_core.store._lease import Holder, Lease, hold_lease, taken_over
 from autogpt_core.store._sqlite import Store
-from hookspecs import LLMRequest, LLMResponse, hookimpl
+from hookspecs import LLMRequest, LLMResponse, SessionOutcome, hookimpl
 from tests.scripted import GOAL, ScriptedProvider, _config, _reply
 
 # The store's leases (acquire, renew, release, takeover, fencing) are part of the store's
@@ -209,10 +209,12 @@ async def test_a_second_runtime_is_refused_before_any_side_effect(tmp_path: Path
         assert store.get_lease("s1") is None
 
 
-async def test_a_stuck_runtime_is_taken_over_after_expiry(tmp_path: Path) -> None:
-    """A runtime that stops renewing its lease is taken over once the lease expires; its
-    late writes are refused (SessionInUse), so the taker's record of the session stands."""
-    stuck = WaitingProvider("stale")
+async def _take_over_a_stuck_runtime(
+    tmp_path: Path, stuck: WaitingProvider
+) -> tuple[SessionOutcome, BaseException]:
+    """Run session s1 on a runtime whose provider waits (``stuck``) and that never renews
+    its lease; once the lease lapses, a second runtime resumes and finishes s1; then
+    ``stuck`` is released. Returns the taker's outcome and what the stuck run raised."""
     config = _config(tmp_path)
     # A heartbeat period far beyond the expiry: the first runtime never renews.
     stuck_rt = Runtime(
@@ -244,8 +246,15 @@ async def test_a_stuck_runtime_is_taken_over_after_expiry(tmp_path: Path) -> Non
                     except SessionInUse:
                         await trio.sleep(0.05)
                 stuck.release.set()
-    assert (outcome.status, outcome.result) == ("finished", "taken over")
     (error,) = errors
+    return outcome, error
+
+
+async def test_a_stuck_runtime_is_taken_over_after_expiry(tmp_path: Path) -> None:
+    """A runtime that stops renewing its lease is taken over once the lease expires; its
+    late writes are refused (SessionInUse), so the taker's record of the session stands."""
+    outcome, error = await _take_over_a_stuck_runtime(tmp_path, WaitingProvider("stale"))
+    assert (outcome.status, outcome.result) == ("finished", "taken over")
     assert "session s1 was taken over" in str(error)
     with Store(tmp_path / "data" / "sessions.sqlite3") as store:
         record = store.get_session("s1")
@@ -303,37 +312,6 @@ class StaleWriter(WaitingProvider):
 async def test_a_stale_holder_runs_no_command_after_a_takeover(tmp_path: Path) -> None:
     """A runtime that stalled past its lease, then wakes with a command to run, checks the
     lease before the command and stops: the file is never written."""
-    stuck = StaleWriter("stale")
-    config = _config(tmp_path)
-    stuck_rt = Runtime(
-        config,
-        plugins=_plugins(tmp_path, "waiting", lambda options: stuck),
-        lease_period=3600,
-        lease_expiry=0.2,
-    )
-    taker = ScriptedProvider([_reply("finish", {"result": "taken over"}, "f1")])
-    taker_rt = Runtime(config, plugins=_plugins(tmp_path, "scripted", lambda options: taker))
-    errors: list[BaseException] = []
-    async with stuck_rt, taker_rt:
-
-        async def run_stuck() -> None:
-            options = RunOptions(llm="waiting", session_id="s1", workspace=tmp_path / "ws")
-            try:
-                await stuck_rt.run(GOAL, options)
-            except SessionInUse as exc:
-                errors.append(exc)
-
-        with trio.fail_after(60):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(run_stuck)
-                await stuck.asked.wait()
-                while True:  # until the lease expires; no assumption about how long
-                    try:
-                        await taker_rt.resume("s1", RunOptions(llm="scripted"))
-                        break
-                    except SessionInUse:
-                        await trio.sleep(0.05)
-                stuck.release.set()
-    (error,) = errors
+    _, error = await _take_over_a_stuck_runtime(tmp_path, StaleWriter("stale"))
     assert "taken over" in str(error)
     assert not (tmp_path / "ws" / "stale.txt").exists()

@@ -160,7 +160,9 @@ class FakeResolver(trio.abc.HostnameResolver):
         ]
 
     async def getnameinfo(self, sockaddr: Any, flags: int) -> tuple[str, str]:
-        raise NotImplementedError
+        # Part of trio's resolver interface; the web plugin never does a reverse lookup,
+        # and a test that made it do one should fail loudly.
+        raise AssertionError(f"unexpected reverse lookup of {sockaddr!r}")
 
 
 def use_resolver(answers: dict[str, list[list[str]]]) -> FakeResolver:
