@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from autogpt_core._errors import LLMError, SessionInUse, StorageError
 from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
 from autogpt_core.plugins._loader import PluginSet, load
-from autogpt_core.store._lease import Holder, Lease, hold_lease, taken_over
+from autogpt_core.store._lease import Holder, Lease, Leases, hold_lease, taken_over
 from autogpt_core.store._sqlite import Store
 from hookspecs import LLMRequest, LLMResponse, SessionOutcome, hookimpl
 from tests.scripted import GOAL, ScriptedProvider, _config, _reply
@@ -28,23 +29,34 @@ from tests.scripted import GOAL, ScriptedProvider, _config, _reply
 
 @attrs.define
 class FakeLeaseStore:
-    """An in-memory ``LeaseStore``; ``renew_errors`` are raised by the next renewals."""
+    """An in-memory ``LeaseStore``; ``renew_errors`` are what the next renewals meet: a
+    ``StorageError`` is raised, a ``SessionInUse`` is every lease's result; the leases of
+    the sessions in ``lose`` are found taken over."""
 
     renewals: list[float] = attrs.field(factory=list)
+    renewed: list[list[str]] = attrs.field(factory=list)
     released: list[Lease] = attrs.field(factory=list)
-    renew_errors: list[StorageError] = attrs.field(factory=list)
+    renew_errors: list[StorageError | SessionInUse] = attrs.field(factory=list)
+    lose: set[str] = attrs.field(factory=set)
 
     async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease:
         await trio.lowlevel.checkpoint()
         now = trio.current_time()
         return Lease(session_id, holder.id, holder.hostname, holder.pid, now, now, now + expiry)
 
-    async def renew_lease(self, lease: Lease, *, expiry: float) -> Lease:
+    async def renew_leases(
+        self, leases: Sequence[Lease], *, expiry: float
+    ) -> list[Lease | SessionInUse]:
         await trio.lowlevel.checkpoint()
         self.renewals.append(trio.current_time())
-        if self.renew_errors:
-            raise self.renew_errors.pop(0)
-        return lease
+        self.renewed.append([lease.session_id for lease in leases])
+        error = self.renew_errors.pop(0) if self.renew_errors else None
+        if isinstance(error, StorageError) and not isinstance(error, SessionInUse):
+            raise error
+        return [
+            taken_over(lease.session_id, None) if lease.session_id in self.lose else error or lease
+            for lease in leases
+        ]
 
     async def release_lease(self, lease: Lease) -> None:
         await trio.lowlevel.checkpoint()
@@ -82,6 +94,45 @@ async def test_a_lease_taken_over_stops_the_body(autojump_clock: trio.testing.Mo
     assert cancelled == [True]
     assert store.renewals == [10]
     assert len(store.released) == 1
+
+
+async def test_one_heartbeat_renews_every_lease_held(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A runtime's leases are renewed together, one store call per period however many
+    are held; a lease found taken over stops its own body only, and the others go on."""
+    store = FakeLeaseStore()
+    leases = Leases(store, Holder.current(), period=10, expiry=30)
+    ended: dict[str, str] = {}
+
+    async def hold(session_id: str, seconds: float) -> None:
+        try:
+            async with leases.hold(session_id):
+                await trio.sleep(seconds)
+            ended[session_id] = "done"
+        except SessionInUse as exc:
+            ended[session_id] = str(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(hold, "a", 25)
+        await trio.sleep(3)
+        nursery.start_soon(hold, "b", 100)
+        nursery.start_soon(hold, "c", 100)
+        await trio.sleep(30)  # t=33: "a" ended at 25; renewals at 10, 20, 30
+        assert store.renewals == [10, 20, 30]
+        assert [sorted(ids) for ids in store.renewed] == [["a", "b", "c"]] * 2 + [["b", "c"]]
+        assert len(leases) == 2
+        store.lose.add("c")
+    assert ended == {
+        "a": "done",
+        "b": "done",
+        "c": "session c was taken over after this "
+        "process's lease on it lapsed (was it suspended or stuck?); this process "
+        "stopped running it: see its state with 'autogpt sessions'",
+    }
+    assert store.renewals[3] == 40
+    assert [lease.session_id for lease in store.released] == ["a", "c", "b"]
+    assert len(leases) == 0
 
 
 async def test_the_bodys_own_error_or_cancellation_comes_out_as_itself() -> None:

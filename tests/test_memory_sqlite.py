@@ -261,7 +261,7 @@ async def test_module_is_a_valid_plugin_end_to_end(tmp_path: Path) -> None:
             session=now, query=MemoryQuery("checklist", scope="all")
         )
         assert [hit.item.id for hit in hits] == [item_id]
-        assert memory_plugin.remember(_ctx(now), "second").startswith("Remembered")
+        assert (await memory_plugin.remember(_ctx(now), "second")).startswith("Remembered")
         forgotten = await pm.ahook.memory_forget(session=now, query=MemoryQuery("", scope="all"))
         assert forgotten == [5]
     finally:

@@ -488,11 +488,17 @@ def test_an_expired_lease_of_a_live_holder_is_taken_over_and_fenced(
         stuck_store.update_session_status("s", "failed")
     with pytest.raises(SessionInUse, match="taken over"):
         stuck_store.append_event(_event("s", 1))
+    # Before its own lease's expiry, the stuck store need not look (nobody can have taken
+    # it then, in real time); after it, it reads the lease and learns it is taken over.
+    assert stuck_store.lease_confirmed("s", now=start + 29)
+    stuck_store.check_held("s", now=start + 29)
+    assert not stuck_store.lease_confirmed("s", now=start + 32)
     with pytest.raises(SessionInUse, match="taken over"):
-        stuck_store.check_held("s")
+        stuck_store.check_held("s", now=start + 32)
     taker_store.record_cycle(CycleRecord("s", 1, result="fresh"))
     stuck_store.release_lease(stuck)  # leaves the taker's lease alone
-    stuck_store.check_held("s")  # released: no longer fenced
+    stuck_store.check_held("s", now=start + 32)  # released: no longer fenced
+    assert not stuck_store.lease_confirmed("s")
 
     current = taker_store.get_lease("s")
     assert current is not None

@@ -42,7 +42,7 @@ from .._errors import ConfigError, HookError
 from .._version import __version__
 from ..hooks._hookcall import HookManager
 from ..plugins._loader import PluginSet, load
-from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, hold_lease
+from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, Leases
 from ..store._storage import AsyncStore
 from ._caller import HookCaller
 from ._dispatcher import Dispatcher, Grants
@@ -81,6 +81,7 @@ class Runtime:
         self.redactor = Redactor.from_environment()
         self.hook_timeout = config.limits.hook_timeout
         self._store: AsyncStore | None = None
+        self._leases: Leases | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -99,6 +100,13 @@ class Runtime:
         if self._store is None:
             raise RuntimeError("use 'async with Runtime(config) as rt' before running sessions")
         return self._store
+
+    @property
+    def leases(self) -> Leases:
+        """The leases of the sessions this runtime runs, renewed together."""
+        if self._leases is None:
+            raise RuntimeError("use 'async with Runtime(config) as rt' before running sessions")
+        return self._leases
 
     def warnings(self) -> list[str]:
         """Problems worth telling the user before a run: broken enabled plugins, config
@@ -127,6 +135,9 @@ class Runtime:
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             self._store = await AsyncStore.open(self.store_path)
+            self._leases = Leases(
+                self._store, self.holder, period=self.lease_period, expiry=self.lease_expiry
+            )
             await self.pm.ahook.autogpt_startup.call(
                 {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
             )
@@ -189,13 +200,7 @@ class Runtime:
         ).resolve()
         async with (
             # The lease first: a second runtime is refused before anything happens.
-            hold_lease(
-                self.store,
-                session_id,
-                self.holder,
-                period=self.lease_period,
-                expiry=self.lease_expiry,
-            ),
+            self.leases.hold(session_id),
             self._model(options, emitter) as model,
         ):
             # Only now: a run that cannot start (no key, no recording) leaves nothing behind.
@@ -219,9 +224,7 @@ class Runtime:
         """
         # The lease before reading the session: what it holds (status, cycles) may change
         # until then, and a second runtime is refused before anything happens.
-        async with hold_lease(
-            self.store, session_id, self.holder, period=self.lease_period, expiry=self.lease_expiry
-        ):
+        async with self.leases.hold(session_id):
             record = await self.store.get_session(session_id)
             if record.status == "finished":
                 raise ConfigError(

@@ -391,11 +391,10 @@ async def _delete_session(
     from .._errors import HookError
     from ..agent._runtime import Runtime
     from ..hooks._tracing import trace_factory
-    from ..store._lease import hold_lease
 
     async with Runtime(config, pm_factory=trace_factory(trace)) as runtime:
         store = runtime.store
-        async with hold_lease(store, session_id, runtime.holder):
+        async with runtime.leases.hold(session_id):
             footprint = await store.session_footprint(session_id)
             view = SessionView(id=session_id, goal=footprint.goal, workspace=footprint.workspace)
             # Empty text with scope "session": every item of this session (the hook's contract).

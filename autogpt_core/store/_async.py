@@ -1,10 +1,13 @@
 """``AsyncStore``: any ``SessionStore`` for trio code, its methods generated, not written out.
 
 Each method of ``AsyncStore`` is made from the ``SessionStore`` method of the same name by
-one of three helpers (as trio's ``_path.py`` makes ``trio.Path``'s with ``_wraps_async``),
+one of five helpers (as trio's ``_path.py`` makes ``trio.Path``'s with ``_wraps_async``),
 which copy its name, signature and docstring and call the store's method by name:
 
 - ``_in_thread``: in a worker thread (reads run concurrently);
+- ``_at_once``: on the event loop, for a method that never blocks;
+- ``_in_thread_unless``: on the event loop when a non-blocking method of the store says the
+  call would pass (``check_held`` while ``lease_confirmed``), else in a worker thread;
 - ``_after_writes``: the same, once the writes already queued are committed;
 - ``_group_committed``: the call becomes a write op queued for the writer thread, which
   commits each batch of queued ops in one transaction (``SessionStore.write_each``).
@@ -60,6 +63,38 @@ def _in_thread(method: _Method[_P, _T]) -> _AsyncMethod[_P, _T]:
     async def forward(self: AsyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         bound: Callable[_P, _T] = getattr(self.store, name)
         return await trio.to_thread.run_sync(functools.partial(bound, *args, **kwargs))
+
+    return forward
+
+
+def _at_once(method: _Method[_P, _T]) -> _AsyncMethod[_P, _T]:
+    """``method`` of ``AsyncStore.store``, awaitable: called at once (it never blocks)."""
+    name = method.__name__
+
+    @_forwarder(method, "answered at once, without a worker thread")
+    async def forward(self: AsyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        bound: Callable[_P, _T] = getattr(self.store, name)
+        return bound(*args, **kwargs)
+
+    return forward
+
+
+def _in_thread_unless(method: _Method[_P, None], known: str) -> _AsyncMethod[_P, None]:
+    """``method`` of ``AsyncStore.store``, awaitable: nothing to do when the store's
+    non-blocking ``known`` method, given the same arguments, says it would pass; else run
+    in a worker thread."""
+    name = method.__name__
+
+    @_forwarder(
+        method, f"answered at once when ``{known}`` says it passes, else in a worker thread"
+    )
+    async def forward(self: AsyncStore, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        if getattr(self.store, known)(*args, **kwargs):
+            await trio.lowlevel.checkpoint_if_cancelled()
+            return
+        bound: Callable[_P, None] = getattr(self.store, name)
+        await trio.to_thread.run_sync(functools.partial(bound, *args, **kwargs))
 
     return forward
 
@@ -173,9 +208,11 @@ class AsyncStore:
 
     acquire_lease = _in_thread(SessionStore.acquire_lease)
     renew_lease = _in_thread(SessionStore.renew_lease)
+    renew_leases = _in_thread(SessionStore.renew_leases)
     release_lease = _in_thread(SessionStore.release_lease)
     get_lease = _in_thread(SessionStore.get_lease)
-    check_held = _in_thread(SessionStore.check_held)
+    check_held = _in_thread_unless(SessionStore.check_held, "lease_confirmed")
+    lease_confirmed = _at_once(SessionStore.lease_confirmed)
 
     # -- the writer ---------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hookspecs import JSON, Budget, Event
 
-from .._errors import StorageError
+from .._errors import SessionInUse, StorageError
 from ._lease import Holder, Lease
 from ._records import (
     ArtifactRecord,
@@ -284,6 +284,23 @@ class SessionStore(abc.ABC):
         was taken over) if another holder has it, or if it is gone.
         """
 
+    def renew_leases(
+        self, leases: Sequence[Lease], *, expiry: float, now: float | None = None
+    ) -> list[Lease | SessionInUse]:
+        """Renew each of ``leases`` as ``renew_lease`` does, all at ``now``: for each, in
+        order, the renewed lease or the ``SessionInUse`` saying it was taken over. A
+        runtime's one heartbeat renews every lease it holds this way; an implementation
+        overrides it to do them in one transaction.
+
+        A ``StorageError`` (the database cannot be used) is raised, not returned."""
+        results: list[Lease | SessionInUse] = []
+        for lease in leases:
+            try:
+                results.append(self.renew_lease(lease, expiry=expiry, now=now))
+            except SessionInUse as exc:
+                results.append(exc)
+        return results
+
     @abc.abstractmethod
     def release_lease(self, lease: Lease) -> None:
         """Give ``lease`` up and end this store's fencing of the session. If another holder
@@ -294,7 +311,19 @@ class SessionStore(abc.ABC):
         """``session_id``'s lease as stored (live or not), or ``None``."""
 
     @abc.abstractmethod
-    def check_held(self, session_id: str) -> None:
+    def check_held(self, session_id: str, *, now: float | None = None) -> None:
         """Raise ``SessionInUse`` if this store took ``session_id``'s lease and another
         holder has it now (or it is gone): checked before a side effect, not only at the
-        next write. Does nothing for a session this store holds no lease on."""
+        next write. Does nothing for a session this store holds no lease on.
+
+        Until the expiry of this store's last acquisition or renewal of the lease, nobody
+        can have taken it (a lease binds until it expires), so the check needs no read
+        before then (``lease_confirmed``); after it, the stored lease decides. ``now``
+        (default: the current time) is when the check is made."""
+
+    def lease_confirmed(self, session_id: str, *, now: float | None = None) -> bool:
+        """Whether ``check_held(session_id)`` is known to pass without reading the store:
+        this store acquired or renewed the lease, and its expiry is not reached. Never
+        blocks, so the async facade answers it without a worker thread. This default
+        knows nothing (the store is always read)."""
+        return False

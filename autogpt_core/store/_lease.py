@@ -1,10 +1,13 @@
 """Who runs a session: a lease in the store, held by one runtime at a time.
 
-``Runtime.run`` and ``Runtime.resume`` take the session's lease (``hold_lease``) before
+``Runtime.run`` and ``Runtime.resume`` take the session's lease (``Leases.hold``) before
 anything else happens to it: before the provider is built, the workspace is touched or
-a hook runs. A heartbeat renews it while the session runs; it is released when the
-session ends, however it ends. Another runtime, in this process or another, is refused
-with ``SessionInUse`` naming the holder.
+a hook runs. One heartbeat renews all of a runtime's leases together while its sessions
+run; a lease is released when its session ends, however it ends. Another runtime, in
+this process or another, is refused with ``SessionInUse`` naming the holder.
+
+While this store's last renewal has not expired, nobody can hold the lease but us, so
+the check before each command reads nothing (``SessionStore.check_held``).
 
 A holder that dies without releasing (``kill -9``, a crash) blocks nobody for long: its
 lease lapses ``expiry`` seconds after its last heartbeat, and at once if the holder was
@@ -20,8 +23,8 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
 import attrs
@@ -132,78 +135,133 @@ def _clock(timestamp: float) -> str:
 
 
 class LeaseStore(Protocol):
-    """What ``hold_lease`` needs of a store (``AsyncStore`` has it)."""
+    """What ``Leases`` needs of a store (``AsyncStore`` has it)."""
 
     async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease: ...
 
-    async def renew_lease(self, lease: Lease, *, expiry: float) -> Lease: ...
+    async def renew_leases(
+        self, leases: Sequence[Lease], *, expiry: float
+    ) -> list[Lease | SessionInUse]: ...
 
     async def release_lease(self, lease: Lease) -> None: ...
 
 
-@asynccontextmanager
-async def hold_lease(
+@attrs.define(eq=False)
+class _Held:
+    """A lease held by ``Leases``: the body it guards, and why it was lost, if it was."""
+
+    lease: Lease
+    body: trio.CancelScope
+    lost: SessionInUse | None = None
+
+
+class Leases:
+    """The leases one holder (a runtime) holds, renewed together: every ``period``
+    seconds, one ``renew_leases`` call renews them all, so a thousand sessions cost one
+    store call per period rather than a thousand.
+
+    There is no heartbeat task of the runtime's own: each ``hold`` runs a small one, and
+    whichever wakes first at the due time renews every lease; the others find the next
+    renewal already scheduled and sleep again. So the heartbeat lives exactly as long as
+    some lease is held, inside the nurseries of the sessions that hold them.
+    """
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        holder: Holder,
+        *,
+        period: float = LEASE_PERIOD,
+        expiry: float = LEASE_EXPIRY,
+    ) -> None:
+        self.store = store
+        self.holder = holder
+        self.period = period
+        self.expiry = expiry
+        self._held: dict[str, _Held] = {}
+        # trio time of the next renewal; None while nothing is held.
+        self._due: float | None = None
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[Lease]:
+        """Hold ``session_id``'s lease for the body: taken on entry (``SessionInUse`` if
+        another holder's lease binds), renewed with the others every ``period`` seconds,
+        released on exit.
+
+        If a renewal finds the lease taken over, the body is cancelled and ``SessionInUse``
+        raised. The body's own exception comes out as itself, not in an exception group.
+        """
+        lease = await self.store.acquire_lease(session_id, self.holder, expiry=self.expiry)
+        held: _Held | None = None
+        raised: BaseException | None = None
+        try:
+            try:
+                async with trio.open_nursery() as nursery:
+                    held = self._held[session_id] = _Held(lease, nursery.cancel_scope)
+                    if self._due is None:
+                        self._due = trio.current_time() + self.period
+                    nursery.start_soon(self._heartbeat)
+                    try:
+                        yield lease
+                    except BaseException as exc:
+                        # Re-raised below, outside the nursery, so that callers see the
+                        # body's own exception rather than an ExceptionGroup around it.
+                        raised = exc
+                    finally:
+                        nursery.cancel_scope.cancel()
+            except BaseExceptionGroup:
+                # An outer cancellation reached the heartbeat too: the nursery raises a
+                # group of its Cancelled, which must not hide what the body raised.
+                if raised is None:
+                    raise
+        finally:
+            if held is not None and self._held.get(session_id) is held:
+                del self._held[session_id]
+            if not self._held:
+                self._due = None
+            with trio.CancelScope(shield=True):
+                await self.store.release_lease(lease if held is None else held.lease)
+        if held is not None and held.lost is not None:
+            raise held.lost from raised if isinstance(raised, Exception) else None
+        if raised is not None:
+            raise raised
+
+    async def _heartbeat(self) -> None:
+        while self._due is not None:
+            await trio.sleep_until(self._due)
+            if self._due is not None and trio.current_time() >= self._due:
+                # The next one is scheduled before this one runs: the holds waking now
+                # find it ahead of them and sleep again.
+                self._due = trio.current_time() + self.period
+                await self._renew()
+
+    async def _renew(self) -> None:
+        held = list(self._held.values())
+        try:
+            results = await self.store.renew_leases([h.lease for h in held], expiry=self.expiry)
+        except StorageError:
+            # A busy or failing disk: try again next period. A lease lapses only if that
+            # goes on past its expiry, and is lost only if someone then takes it over.
+            return
+        for entry, result in zip(held, results, strict=True):
+            if isinstance(result, SessionInUse):
+                entry.lost = result
+                entry.body.cancel()
+            else:
+                entry.lease = result
+
+
+def hold_lease(
     store: LeaseStore,
     session_id: str,
     holder: Holder,
     *,
     period: float = LEASE_PERIOD,
     expiry: float = LEASE_EXPIRY,
-) -> AsyncIterator[Lease]:
-    """Hold ``session_id``'s lease for the body: taken on entry (``SessionInUse`` if another
-    holder's lease binds), renewed every ``period`` seconds, released on exit.
-
-    If the lease is found taken over, the body is cancelled and ``SessionInUse`` raised.
-    The body's own exception comes out as itself, not in an exception group.
-    """
-    lease = await store.acquire_lease(session_id, holder, expiry=expiry)
-    lost: list[SessionInUse] = []
-    raised: BaseException | None = None
-    try:
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(
-                    _heartbeat, store, lease, period, expiry, lost, nursery.cancel_scope
-                )
-                try:
-                    yield lease
-                except BaseException as exc:
-                    # Re-raised below, outside the nursery, so that callers see the body's
-                    # own exception rather than an ExceptionGroup around it.
-                    raised = exc
-                finally:
-                    nursery.cancel_scope.cancel()
-        except BaseExceptionGroup:
-            # An outer cancellation reached the heartbeat too: the nursery raises a group
-            # of its Cancelled, which must not hide what the body raised (Ctrl-C, say).
-            if raised is None:
-                raise
-    finally:
-        with trio.CancelScope(shield=True):
-            await store.release_lease(lease)
-    if lost:
-        raise lost[0] from raised if isinstance(raised, Exception) else None
-    if raised is not None:
-        raise raised
-
-
-async def _heartbeat(
-    store: LeaseStore,
-    lease: Lease,
-    period: float,
-    expiry: float,
-    lost: list[SessionInUse],
-    body: trio.CancelScope,
-) -> None:
-    while True:
-        await trio.sleep(period)
-        try:
-            await store.renew_lease(lease, expiry=expiry)
-        except SessionInUse as exc:
-            lost.append(exc)
-            body.cancel()
-            return
-        except StorageError:
-            # A busy or failing disk: try again next period. The lease lapses only if that
-            # goes on past its expiry, and is lost only if someone then takes it over.
-            continue
+) -> AbstractAsyncContextManager[Lease]:
+    """Hold one lease, renewed on its own (``Leases.hold``): for a caller that holds no
+    other, such as ``autogpt sessions delete``."""
+    return Leases(store, holder, period=period, expiry=expiry).hold(session_id)

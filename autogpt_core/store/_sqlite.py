@@ -20,7 +20,7 @@ import attrs
 
 from hookspecs import JSON, Event
 
-from .._errors import SessionNotFound, StorageError
+from .._errors import SessionInUse, SessionNotFound, StorageError
 from ._columns import (
     Damaged,
     budget_json,
@@ -93,9 +93,9 @@ class Store(SessionStore):
             application_id=APPLICATION_ID,
             on_connect=_register_functions,
         )
-        # session id -> Holder.id, for the leases taken through this store and not yet
-        # released: writes for those sessions are refused once another holder has the lease.
-        self._held: dict[str, str] = {}
+        # The leases taken through this store and not yet released: writes for those
+        # sessions are refused once another holder has the lease.
+        self._held: dict[str, _Fence] = {}
 
     @property
     def path(self) -> Path:
@@ -238,7 +238,7 @@ class Store(SessionStore):
             if (
                 current is not None
                 and current.live()
-                and current.holder != self._held.get(session_id)
+                and current.holder != self._holder(session_id)
             ):
                 raise in_use(current)
             for table in ("cycles", "events", "artifacts", "leases"):
@@ -408,21 +408,37 @@ class Store(SessionStore):
                 " renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 attrs.astuple(lease),
             )
-        self._held[session_id] = holder.id
+        self._held[session_id] = _Fence(holder.id, lease.expires_at)
         return lease
 
     def renew_lease(self, lease: Lease, *, expiry: float, now: float | None = None) -> Lease:
+        (renewed,) = self.renew_leases([lease], expiry=expiry, now=now)
+        if isinstance(renewed, SessionInUse):
+            raise renewed
+        return renewed
+
+    def renew_leases(
+        self, leases: Sequence[Lease], *, expiry: float, now: float | None = None
+    ) -> list[Lease | SessionInUse]:
         now = time.time() if now is None else now
+        results: list[Lease | SessionInUse] = []
         with self._db.write() as conn:
-            renewed = conn.execute(
-                "UPDATE leases SET renewed_at = ?, expires_at = ?"
-                " WHERE session_id = ? AND holder = ?",
-                (now, now + expiry, lease.session_id, lease.holder),
-            ).rowcount
-            current = None if renewed else self._lease(conn, lease.session_id)
-        if not renewed:
-            raise taken_over(lease.session_id, current)
-        return attrs.evolve(lease, renewed_at=now, expires_at=now + expiry)
+            for lease in leases:
+                renewed = conn.execute(
+                    "UPDATE leases SET renewed_at = ?, expires_at = ?"
+                    " WHERE session_id = ? AND holder = ?",
+                    (now, now + expiry, lease.session_id, lease.holder),
+                ).rowcount
+                if renewed:
+                    results.append(attrs.evolve(lease, renewed_at=now, expires_at=now + expiry))
+                else:
+                    current = self._lease(conn, lease.session_id)
+                    results.append(taken_over(lease.session_id, current))
+        # Only once committed: until then, the new expiry binds nobody.
+        for result in results:
+            if isinstance(result, Lease) and self._holder(result.session_id) == result.holder:
+                self._held[result.session_id] = _Fence(result.holder, result.expires_at)
+        return results
 
     def release_lease(self, lease: Lease) -> None:
         try:
@@ -432,25 +448,35 @@ class Store(SessionStore):
                     (lease.session_id, lease.holder),
                 )
         finally:
-            if self._held.get(lease.session_id) == lease.holder:
+            if self._holder(lease.session_id) == lease.holder:
                 del self._held[lease.session_id]
 
     def get_lease(self, session_id: str) -> Lease | None:
         with self._db.read() as conn:
             return self._lease(conn, session_id)
 
-    def check_held(self, session_id: str) -> None:
-        holder = self._held.get(session_id)
-        if holder is None:
+    def check_held(self, session_id: str, *, now: float | None = None) -> None:
+        fence = self._held.get(session_id)
+        if fence is None or fence.confirmed(now):
             return
         current = self.get_lease(session_id)
-        if current is None or current.holder != holder:
+        if current is None or current.holder != fence.holder:
             raise taken_over(session_id, current)
+
+    def lease_confirmed(self, session_id: str, *, now: float | None = None) -> bool:
+        fence = self._held.get(session_id)
+        return fence is not None and fence.confirmed(now)
 
     # -- internals ----------------------------------------------------------------------
 
+    def _holder(self, session_id: str) -> str | None:
+        fence = self._held.get(session_id)
+        return None if fence is None else fence.holder
+
     def _apply(self, conn: Connection, op: _Prepared) -> WriteOutcome:
-        holder = self._held.get(op.session_id)
+        # A write is checked against the stored lease in its own transaction, always: it
+        # costs one indexed read there, and holds even if this host's clock jumped.
+        holder = self._holder(op.session_id)
         if holder is not None:
             current = self._lease(conn, op.session_id)
             if current is None or current.holder != holder:
@@ -515,6 +541,18 @@ class Store(SessionStore):
             f"No session {session_id!r} in {self.path}. "
             "Fix: run `autogpt sessions` to list the stored sessions and their ids."
         )
+
+
+@attrs.frozen
+class _Fence:
+    """A lease this store holds: its holder, and the expiry it last confirmed, before
+    which nobody can have taken the lease over."""
+
+    holder: str
+    until: float
+
+    def confirmed(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) < self.until
 
 
 def _artifact(row: tuple[Any, ...]) -> ArtifactRecord:

@@ -132,11 +132,9 @@ class SQLiteMemory:
     # -- commands and prompt ------------------------------------------------------------
 
     def remember(self, ctx: CommandContext, text: str) -> str:
-        """The ``remember`` command."""
-        # Masked: a note outlives the session and reaches later sessions' prompts.
-        note = MemoryItem(text=ctx.redact(text), session_id=ctx.session.id)
-        item_id = self.memory_store(ctx.session, note)
-        return f"Remembered (id {item_id})."
+        """The ``remember`` command, from a worker thread (the plugin's command goes
+        through ``writer()`` instead)."""
+        return remembered(self.memory_store(ctx.session, note(ctx, text)))
 
     def recall(
         self, ctx: CommandContext, query: str, limit: int = 5, scope: str = "session"
@@ -182,10 +180,22 @@ def register_commands(register: RegisterCommand) -> None:
     register("forget", forget)
 
 
-@blocking
-def remember(ctx: CommandContext, text: str) -> str:
+async def remember(ctx: CommandContext, text: str) -> str:
     """Save ``text`` to long-term memory."""
-    return _memory.remember(ctx, text)
+    # Through the group-committing writer, as memory_store: no worker thread of its own.
+    if not _memory.opened():
+        await trio.to_thread.run_sync(_memory.db)
+    return remembered(await _memory.writer().store(note(ctx, text)))
+
+
+def note(ctx: CommandContext, text: str) -> MemoryItem:
+    """What ``remember`` stores: ``text`` masked, since a note outlives the session and
+    reaches later sessions' prompts."""
+    return MemoryItem(text=ctx.redact(text), session_id=ctx.session.id)
+
+
+def remembered(item_id: str) -> str:
+    return f"Remembered (id {item_id})."
 
 
 @blocking

@@ -12,10 +12,12 @@ in ``created/SESSION_ID.json`` under the plugin's data directory: outside the wo
 where the agent cannot edit the record, and on disk, so that a session resumed after a
 crash still knows them.
 
-``read_file`` and ``list_files`` only do disk I/O, so they are marked blocking and run in
-a worker thread. ``write_file``, ``append_file`` and ``delete_file`` are async: they may
-wait for a person's answer, which must not hold one of the worker threads every session
-shares for as long as the person takes; their disk I/O still runs in a worker thread.
+``read_file`` and ``list_files`` only do disk I/O: on a small file or directory (by one
+``stat``, up to ``_INLINE_BYTES``) it takes microseconds, less than a worker-thread round
+trip, so it runs inline; a larger one runs in a worker thread. ``write_file``,
+``append_file`` and ``delete_file`` may wait for a person's answer, which must not hold one
+of the worker threads every session shares for as long as the person takes; their disk
+I/O runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -38,13 +40,16 @@ from hookspecs import (
     PromptBuilder,
     RegisterCommand,
     SessionView,
-    blocking,
     hookimpl,
 )
 
 #: ``list_files`` shows at most this many names, the prompt at most ``_PROMPT_FILES``.
 _LIST_LIMIT = 200
 _PROMPT_FILES = 20
+
+# read_file and list_files run inline on a file or directory that stat says is this big
+# at most (a directory's size grows with its entries): microseconds of work.
+_INLINE_BYTES = 64 * 1024
 
 _OVERWRITE = "fs.overwrite"
 _GRANT = f"grant {_OVERWRITE} under permissions.grant in the config"
@@ -59,11 +64,24 @@ def register_commands(register: RegisterCommand) -> None:
     register("delete_file", delete_file)
 
 
-@blocking
-def read_file(ctx: CommandContext, path: str) -> str:
+async def read_file(ctx: CommandContext, path: str) -> str:
     """Return the text of the file ``path``."""
-    text = Workspace(ctx.session.workspace).read_text(path)
+    ws = Workspace(ctx.session.workspace)
+    if _small(ws, path):
+        text = ws.read_text(path)
+    else:
+        text = await trio.to_thread.run_sync(ws.read_text, path, abandon_on_cancel=True)
     return text if text else f"{path} is empty."
+
+
+def _small(ws: Workspace, path: str) -> bool:
+    """Whether ``path`` is small enough to read or list inline (see ``_INLINE_BYTES``).
+    Raises ``WorkspaceError`` for a path outside the workspace; anything stat cannot say
+    is left to the worker thread, which reports it."""
+    try:
+        return os.stat(ws.resolve(path)).st_size <= _INLINE_BYTES
+    except OSError:
+        return False
 
 
 async def write_file(ctx: CommandContext, path: str, content: str) -> str | CommandResult:
@@ -131,10 +149,16 @@ async def _may_change(
     )
 
 
-@blocking
-def list_files(ctx: CommandContext, path: str = ".") -> str:
+async def list_files(ctx: CommandContext, path: str = ".") -> str:
     """List the directory ``path``, one name a line."""
-    names = Workspace(ctx.session.workspace).list_dir(path, limit=_LIST_LIMIT + 1)
+    ws = Workspace(ctx.session.workspace)
+    if _small(ws, path):
+        return _listing(ws, path)
+    return await trio.to_thread.run_sync(_listing, ws, path, abandon_on_cancel=True)
+
+
+def _listing(ws: Workspace, path: str) -> str:
+    names = ws.list_dir(path, limit=_LIST_LIMIT + 1)
     where = "The workspace" if path in (".", "./", "") else path
     if not names:
         return f"{where} is empty."
