@@ -200,6 +200,17 @@ def on_event(session: SessionView, event: Event) -> None:
     """
 
 
+@hookspec
+def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
+    """The same events as ``on_event``, in the same order, delivered in batches: a batch
+    holds what happened since the last one, and is delivered before a command runs,
+    before a person is asked anything, when a cycle is committed and when the session
+    ends. Implement it instead of ``on_event`` for output that costs per call (a flush to
+    a file, a write to a terminal); implementing both sees every event twice. The return
+    value is ignored.
+    """
+
+
 # --- model requests --------------------------------------------------------------------
 
 

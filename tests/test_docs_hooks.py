@@ -160,6 +160,10 @@ def arguments(tmp_path: Path) -> dict[str, dict[str, object]]:
             "session": session,
             "event": Event(EventKind.RESULT, "s1", 2, {"command": "ls", "ok": False}),
         },
+        "on_events": {
+            "session": session,
+            "events": (Event(EventKind.PLAN, "s1", 2, {"text": "list"}),),
+        },
         "llm_request": {"session": session, "request": LLMRequest((Message(Role.USER, "hi"),))},
         "confirm": {
             "session": session,

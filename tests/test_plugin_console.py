@@ -55,7 +55,7 @@ def show(
     kind: EventKind, data: Mapping[str, object], out: pytest.CaptureFixture[str] | io.StringIO
 ) -> str:
     """Print ``kind`` with ``data`` through the console and return what was written."""
-    console.on_event(session=SESSION, event=Event(kind, "s1", 3, data))
+    console.on_events(session=SESSION, events=(Event(kind, "s1", 3, data),))
     return out.getvalue() if isinstance(out, io.StringIO) else out.readouterr().out
 
 

@@ -31,7 +31,7 @@ def session(session_id: str = "s1") -> SessionView:
 
 
 def log(event: Event) -> None:
-    jsonlog.on_event(session=session(event.session_id), event=event)
+    jsonlog.on_events(session=session(event.session_id), events=(event,))
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -103,8 +103,8 @@ def test_manifest_is_valid_and_hooks_match_the_specs() -> None:
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs.specs)
     pm.register(jsonlog)
-    # on_event runs inline (a buffered line is cheaper than a thread hop); the rest in threads.
-    assert not getattr(jsonlog.on_event, hookspecs.BLOCKING_ATTR, False)
+    # on_events runs inline (buffered lines are cheaper than a thread hop); the rest in threads.
+    assert not getattr(jsonlog.on_events, hookspecs.BLOCKING_ATTR, False)
     assert getattr(jsonlog.session_end, hookspecs.BLOCKING_ATTR) is True
     manifest = yaml.safe_load((Path(jsonlog.__file__).parent / "autogpt-plugin.yaml").read_text())
     schema = json.loads((Path(hookspecs.__file__).parent / "manifest.schema.json").read_text())

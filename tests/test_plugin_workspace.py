@@ -86,9 +86,11 @@ def test_plugin_hooks_match_the_specs() -> None:
     pm.add_hookspecs(hookspecs.specs)
     pm.register(workspace_plugin, name="workspace")
     pm.check_pending()
-    # The prompt's bounded listing runs inline; the commands, which may touch big files, don't.
+    # The prompt's bounded listing runs inline; reading and listing decide per call (by
+    # size) whether to run inline or in a worker thread.
     assert not getattr(workspace_plugin.build_prompt, BLOCKING_ATTR, False)
-    assert getattr(workspace_plugin.read_file, BLOCKING_ATTR, False)
+    assert inspect.iscoroutinefunction(workspace_plugin.read_file)
+    assert inspect.iscoroutinefunction(workspace_plugin.list_files)
     # These may wait for a person's answer, which must not hold a worker thread.
     assert inspect.iscoroutinefunction(workspace_plugin.write_file)
     assert inspect.iscoroutinefunction(workspace_plugin.delete_file)
@@ -103,12 +105,30 @@ async def test_commands_work_on_the_session_workspace(tmp_path: Path) -> None:
     assert await workspace_plugin.append_file(ctx, "notes.txt", "!") == (
         "Appended 1 character to notes.txt."
     )
-    assert workspace_plugin.read_file(ctx, "notes.txt") == "hello!"
-    assert workspace_plugin.list_files(ctx) == "notes.txt"
+    assert await workspace_plugin.read_file(ctx, "notes.txt") == "hello!"
+    assert await workspace_plugin.list_files(ctx) == "notes.txt"
     assert await workspace_plugin.delete_file(ctx, "notes.txt") == "Deleted notes.txt."
-    assert workspace_plugin.list_files(ctx) == "The workspace is empty."
+    assert await workspace_plugin.list_files(ctx) == "The workspace is empty."
     await workspace_plugin.write_file(ctx, "empty.txt", "")
-    assert workspace_plugin.read_file(ctx, "empty.txt") == "empty.txt is empty."
+    assert await workspace_plugin.read_file(ctx, "empty.txt") == "empty.txt is empty."
+
+
+async def test_big_files_and_directories_read_and_list_the_same(tmp_path: Path) -> None:
+    """A file or directory past the inline size (read in a worker thread) reads and lists
+    as a small one does, the listing still cut at its limit."""
+    ctx = _ctx(tmp_path / "ws")
+    big = "x" * (workspace_plugin._INLINE_BYTES + 1)
+    await workspace_plugin.write_file(ctx, "big.txt", big)
+    assert await workspace_plugin.read_file(ctx, "big.txt") == big
+    many = tmp_path / "ws" / "many"
+    many.mkdir()
+    for n in range(5000):
+        (many / f"file-{n:05}-{'n' * 40}.txt").touch()
+    assert os.stat(many).st_size > workspace_plugin._INLINE_BYTES
+    listing = (await workspace_plugin.list_files(ctx, "many")).splitlines()
+    assert listing[0] == f"file-00000-{'n' * 40}.txt"
+    assert listing[-1] == "... (only the first 200 names are shown)"
+    assert len(listing) == 201
 
 
 async def test_commands_let_workspace_errors_propagate(tmp_path: Path) -> None:
@@ -116,7 +136,9 @@ async def test_commands_let_workspace_errors_propagate(tmp_path: Path) -> None:
     layout: Layout = build_layout(tmp_path)
     ctx = _ctx(layout.root)
     with pytest.raises(WorkspaceError, match=r"'\.\./outside/secret\.txt'"):
-        workspace_plugin.read_file(ctx, "../outside/secret.txt")
+        await workspace_plugin.read_file(ctx, "../outside/secret.txt")
+    with pytest.raises(WorkspaceError, match=r"'\.\./outside'"):
+        await workspace_plugin.list_files(ctx, "../outside")
     with pytest.raises(WorkspaceError):
         await workspace_plugin.write_file(ctx, "out/x.txt", "x")
     with pytest.raises(WorkspaceError):

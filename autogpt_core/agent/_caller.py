@@ -58,7 +58,9 @@ class HookCaller:
 
     async def ask_person(self, name: str, **kwargs: Any) -> Any:
         """Call a hook a person answers (``confirm``, ``user_input``): at their own pace,
-        with ``person_seconds`` as its deadline."""
+        with ``person_seconds`` as its deadline. The output shows what led to the
+        question first (``Emitter.deliver``)."""
+        await self._emitter.deliver()
         return await self.call(name, seconds=self.person_seconds, **kwargs)
 
     async def call_unisolated(

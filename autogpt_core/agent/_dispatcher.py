@@ -179,6 +179,8 @@ class Dispatcher:
         # The last moment before the side effect: a process that stalled (stopped, swapped
         # out, asleep at a prompt) past its lease must not run a command another process
         # may be running too.
+        # What is about to run is shown before it runs (on_events).
+        await self._emitter.deliver()
         await self._check_lease()
         with trio.move_on_after(timeout if timeout else math.inf) as scope:
             self._command_scope = scope

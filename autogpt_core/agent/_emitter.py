@@ -3,7 +3,8 @@
 Everything a session sends out or keeps passes through its ``Emitter``, which masks it
 with the runtime's ``Redactor`` on the way:
 
-- every event, sent through ``on_event`` and kept for the store (``emit``);
+- every event, sent through ``on_event`` at once and through ``on_events`` in batches
+  (``deliver``), and kept for the store (``emit``);
 - every record the store keeps: a completed cycle (``commit_cycle``), the outcome
   (``save_outcome``), a session abandoned by the stall watchdog (``save_abandoned``);
 - every message kept for the model (``message``), every text entering the session from
@@ -62,6 +63,10 @@ def error_data(plugin: str, hook: str, error: str) -> dict[str, Any]:
     return {"plugin": plugin, "hook": hook, "error": error}
 
 
+MAX_BATCH = 64
+"""At most this many events wait for ``on_events``: a longer run of them is delivered."""
+
+
 class Emitter:
     """Masks and sends out what one session says, and writes what it keeps.
 
@@ -90,6 +95,8 @@ class Emitter:
         self._store_path = store_path
         # Events of the cycle in flight: committed with it, in one transaction.
         self._pending: list[Event] = []
+        # Events not yet delivered through on_events.
+        self._outbox: list[Event] = []
 
     @property
     def session_id(self) -> str:
@@ -120,18 +127,36 @@ class Emitter:
     async def emit(
         self, kind: EventKind, data: Mapping[str, Any], *, store_now: bool = False
     ) -> None:
-        """Send an event through ``on_event`` (masked) and keep it for the store: with the
-        cycle in flight, or at once with ``store_now``."""
+        """Send an event through ``on_event`` (masked), queue it for ``on_events`` and
+        keep it for the store: with the cycle in flight, or at once with ``store_now``
+        (which delivers the batch at once too)."""
         event = self._event(kind, data)
         await self._hooks.on_event.call(
             {"session": self.view, "event": event},
             timeout=self._hook_timeout,
             isolate=self._report_output_error,
         )
+        self._outbox.append(event)
         if store_now:
+            await self.deliver()
             await self._store.append_event(event)
         else:
             self._pending.append(event)
+            if len(self._outbox) >= MAX_BATCH:
+                await self.deliver()
+
+    async def deliver(self) -> None:
+        """Send the events queued since the last delivery through ``on_events``, as one
+        batch: before a command runs, before a person is asked, at each commit and at the
+        end, so that output shows what is about to happen before it does."""
+        if not self._outbox:
+            return
+        events, self._outbox = tuple(self._outbox), []
+        await self._hooks.on_events.call(
+            {"session": self.view, "events": events},
+            timeout=self._hook_timeout,
+            isolate=self._report_output_error,
+        )
 
     async def report(self, error: HookError) -> None:
         """An ``error`` event naming the plugin and hook that failed."""
@@ -169,6 +194,7 @@ class Emitter:
         """Commit a completed cycle: its record, its events and the budget, in one
         transaction. ``messages`` are the ones the cycle added to the conversation, already
         masked by ``message`` (they are stored as the model keeps them)."""
+        await self.deliver()
         events, self._pending = self._pending, []
         await self._store.record_cycle(
             CycleRecord(
@@ -185,7 +211,8 @@ class Emitter:
         )
 
     async def save_outcome(self, outcome: SessionOutcome, budget: Budget) -> None:
-        """Store the events not committed yet and how the session ended."""
+        """Deliver and store the events not committed yet, and how the session ended."""
+        await self.deliver()
         events, self._pending = self._pending, []
         if self.taken_over:
             return

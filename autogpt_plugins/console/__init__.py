@@ -70,18 +70,24 @@ def configure(settings: PluginSettings) -> None:
 _closed_stream: object = None
 
 
-# Not blocking: a line to the terminal is quick, and events must stay in order.
+# Not blocking: lines to the terminal are quick, and events must stay in order. Batched:
+# one write and one flush per batch, delivered before each command runs, before each
+# question and at each cycle's end.
 @hookimpl
-def on_event(session: SessionView, event: Event) -> None:
-    """Print one readable line (or a few) for ``event``."""
+def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
+    """Print readable lines for ``events``."""
     global _closed_stream
     out = sys.stdout
-    if out is _closed_stream:
+    if out is _closed_stream or not events:
         return
     color = use_color(str(_settings.values.get("color", "auto")), out)
     max_chars = int(_settings.values.get("max_chars", 300))
+    text = "".join(
+        format_event(session, event, color=color, max_chars=max_chars) + "\n" for event in events
+    )
     try:
-        print(format_event(session, event, color=color, max_chars=max_chars), file=out, flush=True)
+        out.write(text)
+        out.flush()
     except BrokenPipeError:
         # The reader went away (``autogpt run | head``): the session goes on, unprinted.
         _closed_stream = out

@@ -32,32 +32,43 @@ def configure(settings: PluginSettings) -> None:
     _settings = settings
 
 
-# Not blocking: one buffered line appended to a local file takes microseconds, while a
-# worker-thread round trip per event costs more than the write (bench/sessions.py).
+# Not blocking: a few buffered lines appended to a local file take microseconds, while a
+# worker-thread round trip costs more than the write (bench/sessions.py). Batched: one
+# write and one flush per batch, the core delivering one before each command runs and at
+# each cycle's end, so a crash loses nothing the session has done.
 @hookimpl
-def on_event(session: SessionView, event: Event) -> None:
-    """Append ``event`` to its session's log, flushed, so a crash loses nothing written."""
-    record = {
+def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
+    """Append ``events`` to their session's log, flushed."""
+    if not events:
+        return
+    # default=str: a value the core failed to make JSON still gets logged, as its repr.
+    text = "".join(
+        json.dumps(record(event), ensure_ascii=False, default=str) + "\n" for event in events
+    )
+    session_id = events[0].session_id
+    with _lock:
+        file = _files.get(session_id)
+        if file is None:
+            path = log_path(_settings, session_id)
+            if path is None:
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            file = _files[session_id] = path.open("a", encoding="utf-8")
+        file.write(text)
+        file.flush()
+        if events[-1].kind is EventKind.SESSION_END:
+            _close(session_id)
+
+
+def record(event: Event) -> dict[str, object]:
+    """An event as one line of the log shows it."""
+    return {
         "kind": str(event.kind),
         "session_id": event.session_id,
         "cycle": event.cycle,
         "ts": event.timestamp or time.time(),
         "data": dict(event.data),
     }
-    # default=str: a value the core failed to make JSON still gets logged, as its repr.
-    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-    with _lock:
-        file = _files.get(event.session_id)
-        if file is None:
-            path = log_path(_settings, event.session_id)
-            if path is None:
-                return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            file = _files[event.session_id] = path.open("a", encoding="utf-8")
-        file.write(line)
-        file.flush()
-        if event.kind is EventKind.SESSION_END:
-            _close(event.session_id)
 
 
 @hookimpl(blocking=True)
