@@ -166,6 +166,42 @@ def test_a_catastrophic_pattern_is_abandoned_at_the_deadline(
     command.validate({"text": "aaaa"})  # and ordinary calls still validate
 
 
+@pytest.mark.parametrize(
+    ("schema", "guarded"),
+    [
+        ({"type": "object", "properties": {"text": {"type": "string"}}}, False),
+        ({"type": "object", "properties": {"text": {"type": "string", "pattern": "^a"}}}, True),
+        ({"type": "object", "patternProperties": {"^x": {"type": "integer"}}}, True),
+        ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}, True),
+        (
+            {
+                "type": "object",
+                "properties": {"p": {"$ref": "#/$defs/d"}},
+                "$defs": {"d": {"type": "string", "pattern": "(a+)+$"}},
+            },
+            True,
+        ),
+    ],
+)
+def test_only_schemas_with_a_pattern_validate_under_the_deadline(
+    schema: dict[str, Any], guarded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interval timer guards only schemas holding a regex (the one thing that can
+    backtrack for hours); the others validate without touching the signal handlers."""
+    armed: list[float] = []
+    real = signal.setitimer
+
+    def recording(which: int, seconds: float, interval: float = 0.0) -> tuple[float, float]:
+        armed.append(seconds)
+        return real(which, seconds, interval)
+
+    monkeypatch.setattr(signal, "setitimer", recording)
+    command = _command(schema)
+    assert command.guarded is guarded
+    command.validate({})
+    assert bool(armed) is guarded
+
+
 async def test_ctrl_c_stops_a_hung_validation_and_reaches_the_listener(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -219,11 +219,16 @@ def test_confirm_shows_every_argument_whole(
     assert "…" not in out
     assert all(len(line) <= 80 for line in out.splitlines())
     # Unwrapped, the lines hold the whole JSON value of every argument.
-    unwrapped = "".join(
-        line.split("↪ ", 1)[1] if "↪ " in line else line for line in out.splitlines()
-    )
+    unwrapped = "".join(_unwrapped(line) for line in out.splitlines())
     assert json.dumps(hidden) in unwrapped
     assert "timeout = 5" in out
+
+
+def _unwrapped(line: str) -> str:
+    """A prompt line without its continuation mark: only a mark that opens the line (after
+    the indentation) is one; a value may hold "↪ " itself."""
+    indent = len(line) - len(line.lstrip(" "))
+    return line[indent + 2 :] if line[indent:].startswith("↪ ") else line
 
 
 @given(arguments=strategies.hostile_arguments())
@@ -235,9 +240,7 @@ def test_confirm_shows_control_characters_visibly(arguments: dict[str, str]) -> 
     for char in question:
         assert char in "\n" or char.isprintable(), repr(char)
         assert char not in "\ufe0f\U000e0100\u3164\u2800", repr(char)
-    unwrapped = "".join(
-        line.split("↪ ", 1)[1] if "↪ " in line else line for line in question.splitlines()
-    )
+    unwrapped = "".join(_unwrapped(line) for line in question.splitlines())
     for value in arguments.values():
         assert hookspecs.printable(json.dumps(value, ensure_ascii=False), newlines=False) in (
             unwrapped
@@ -330,3 +333,36 @@ def test_invisible_characters_are_shown(hidden: str) -> None:
     shown = hookspecs.printable(f"echo hi{hidden}")
     assert hidden not in shown
     assert shown.startswith("echo hi\\")
+
+
+def test_many_sessions_at_once_are_summarised(capsys: pytest.CaptureFixture[str]) -> None:
+    """Past summarise_above running sessions, only starts, ends, errors, confirmations and
+    failed commands are printed, with one line saying so; every event again once fewer
+    run."""
+    console.configure(settings=PluginSettings(plugin_id="console", values={"summarise_above": 2}))
+
+    def batch(session_id: str, *kinds_data: tuple[EventKind, dict[str, object]]) -> None:
+        events = tuple(Event(kind, session_id, 1, data) for kind, data in kinds_data)
+        console.on_events(session=SessionView(session_id, "g", Path(".")), events=events)
+
+    start = (EventKind.SESSION_START, {"goal": "g"})
+    step = (EventKind.THOUGHT, {"text": "thinking"})
+    failed = (EventKind.RESULT, {"command": "ls", "ok": False, "error": "no such dir"})
+    end = (EventKind.SESSION_END, {"status": "finished", "result": "done"})
+    batch("a", start, step)
+    batch("b", start, step)
+    assert capsys.readouterr().out.count("thinking") == 2
+    batch("c", start, step, failed)
+    out = capsys.readouterr().out
+    assert "more than 2 sessions are running" in out
+    assert "session c: g" in out
+    assert "thinking" not in out
+    assert "ls: error: no such dir" in out
+    batch("a", step, end)
+    out = capsys.readouterr().out
+    assert "thinking" not in out  # three ran during this batch
+    assert "finished: done" in out
+    batch("b", step)
+    out = capsys.readouterr().out
+    assert "every event is shown again" in out
+    assert "thinking" in out

@@ -37,6 +37,10 @@ class HookCaller:
         self.hook_timeout = hook_timeout
         self.person_seconds = person_seconds
 
+    def implemented(self, name: str) -> bool:
+        """Whether any plugin implements hook ``name`` now."""
+        return bool(getattr(self._hooks, name).get_hookimpls())
+
     async def call(self, name: str, *, seconds: float | None = None, **kwargs: Any) -> Any:
         """Call hook ``name`` with the session's view, isolating failing implementations."""
         result, _ = await self.call_checked(name, seconds=seconds, **kwargs)

@@ -118,10 +118,15 @@ class Dispatcher:
         """
         emit = self._emitter.emit
         try:
-            self._commands.get(call.command).validate(call.arguments)
-            call = await self._reviewed(call)
             command = self._commands.get(call.command)
             command.validate(call.arguments)
+            if self._hooks.implemented("pre_command"):
+                call = await self._reviewed(call)
+                command = self._commands.get(call.command)
+                command.validate(call.arguments)
+            else:
+                # Nothing can review it: the call validated is the call run (a copy).
+                call = CommandCall(call.command, copy.deepcopy(dict(call.arguments)), call.call_id)
             await self._consent_to(call, command, command.decl.permissions)
         except AutoGPTError as exc:
             refused = CommandResult.failure(str(exc))

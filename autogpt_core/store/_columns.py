@@ -39,8 +39,12 @@ class Damaged(Exception):
 def dumps(value: JSON) -> str:
     """``value`` as compact JSON text; ``ValueError`` for NaN or infinities, ``TypeError``
     for what is not JSON."""
-    # allow_nan=False: NaN is not JSON, and the server would send it to clients as is.
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODE(value)
+
+
+# allow_nan=False: NaN is not JSON, and the server would send it to clients as is. Made
+# once: json.dumps with options builds a new encoder on every call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
 
 def budget_json(budget: Budget | Mapping[str, JSON]) -> dict[str, JSON]:

@@ -29,9 +29,10 @@ from pathlib import Path
 from .._errors import StorageError
 from ._migrations import Migration, NewerSchema, migrate, user_version
 
-# Idle connections kept for reuse. More may be open while many threads read at once; the
-# surplus is closed when returned.
-_MAX_IDLE_CONNECTIONS = 8
+# Idle connections kept for reuse: as many as trio runs worker threads by default (40), so
+# that a thousand sessions reading at once reuse connections instead of opening and closing
+# one per read (bench/sessions.py). The surplus is closed when returned.
+_MAX_IDLE_CONNECTIONS = 40
 _BUSY_TIMEOUT_MS = 10_000
 
 

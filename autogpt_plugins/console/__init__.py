@@ -60,10 +60,22 @@ _LABELS = {
 }
 
 
+# The sessions that have started and not ended, as the events show them.
+_running: set[str] = set()
+# Whether the last batch was summarised: the switch is announced once each way.
+_summarising = False
+_NOTABLE = frozenset(
+    {EventKind.SESSION_START, EventKind.SESSION_END, EventKind.ERROR, EventKind.CONFIRMATION}
+)
+
+
 @hookimpl
 def configure(settings: PluginSettings) -> None:
-    global _settings
+    global _settings, _summarising
     _settings = settings
+    # A new runtime: no session of its own runs yet.
+    _running.clear()
+    _summarising = False
 
 
 # The stdout whose reader has gone away, if any.
@@ -75,15 +87,17 @@ _closed_stream: object = None
 # question and at each cycle's end.
 @hookimpl
 def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
-    """Print readable lines for ``events``."""
+    """Print readable lines for ``events`` (only the notable ones while more than
+    ``summarise_above`` sessions run at once)."""
     global _closed_stream
     out = sys.stdout
-    if out is _closed_stream or not events:
+    shown = _to_show(events)
+    if out is _closed_stream or not shown:
         return
     color = use_color(str(_settings.values.get("color", "auto")), out)
     max_chars = int(_settings.values.get("max_chars", 300))
     text = "".join(
-        format_event(session, event, color=color, max_chars=max_chars) + "\n" for event in events
+        format_event(session, event, color=color, max_chars=max_chars) + "\n" for event in shown
     )
     try:
         out.write(text)
@@ -91,6 +105,47 @@ def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
     except BrokenPipeError:
         # The reader went away (``autogpt run | head``): the session goes on, unprinted.
         _closed_stream = out
+
+
+def _to_show(events: tuple[Event, ...]) -> list[Event]:
+    """The events to print: all of them, or only the notable ones (starts, ends, errors,
+    confirmations, failed commands) while more than ``summarise_above`` sessions run."""
+    global _summarising
+    for event in events:
+        if event.kind is EventKind.SESSION_START:
+            _running.add(event.session_id)
+    limit = int(_settings.values.get("summarise_above", 8))
+    summarise = len(_running) > limit
+    if summarise:
+        shown = [
+            event
+            for event in events
+            if event.kind in _NOTABLE
+            or (event.kind is EventKind.RESULT and event.data.get("ok") is False)
+        ]
+    else:
+        shown = list(events)
+    for event in events:
+        if event.kind is EventKind.SESSION_END:
+            _running.discard(event.session_id)
+    if summarise != _summarising:
+        _summarising = summarise
+        _announce(summarise, limit)
+    return shown
+
+
+def _announce(summarise: bool, limit: int) -> None:
+    if summarise:
+        what = (
+            f"console: more than {limit} sessions are running; only starts, ends, errors, "
+            "confirmations and failed commands are shown (setting summarise_above)"
+        )
+    else:
+        what = "console: every event is shown again"
+    try:
+        print(what, file=sys.stdout, flush=True)
+    except BrokenPipeError:
+        pass
 
 
 @hookimpl(blocking=True)

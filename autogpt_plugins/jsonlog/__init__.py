@@ -23,6 +23,9 @@ _settings = PluginSettings(plugin_id="jsonlog")
 # session_end and autogpt_shutdown run in worker threads while on_event runs on the event
 # loop: the lock keeps them from closing a file under a write.
 _lock = threading.Lock()
+# default=str: a value the core failed to make JSON still gets logged, as its repr. Made
+# once: json.dumps with options builds a new encoder on every call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, default=str).encode
 _files: dict[str, IO[str]] = {}
 
 
@@ -41,10 +44,7 @@ def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
     """Append ``events`` to their session's log, flushed."""
     if not events:
         return
-    # default=str: a value the core failed to make JSON still gets logged, as its repr.
-    text = "".join(
-        json.dumps(record(event), ensure_ascii=False, default=str) + "\n" for event in events
-    )
+    text = "".join(_ENCODE(record(event)) + "\n" for event in events)
     session_id = events[0].session_id
     with _lock:
         file = _files.get(session_id)

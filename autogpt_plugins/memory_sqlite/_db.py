@@ -36,7 +36,9 @@ from ._migrations import SLOT_BITS
 #: A recall query is an OR of its words; past this many, extra words add cost, not recall.
 _MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+")
-_MAX_IDLE_CONNECTIONS = 8
+#: Idle connections kept for reuse: as many as trio's default worker threads, so that many
+#: sessions recalling at once do not open and close one each.
+_MAX_IDLE_CONNECTIONS = 40
 _BUSY_TIMEOUT_MS = 10_000
 _WHAT = "memory database"
 

@@ -66,12 +66,26 @@ def register_commands(register: RegisterCommand) -> None:
 
 async def read_file(ctx: CommandContext, path: str) -> str:
     """Return the text of the file ``path``."""
-    ws = Workspace(ctx.session.workspace)
+    ws = _workspace(ctx.session)
     if _small(ws, path):
         text = ws.read_text(path)
     else:
         text = await trio.to_thread.run_sync(ws.read_text, path, abandon_on_cancel=True)
     return text if text else f"{path} is empty."
+
+
+# Per session: the workspace path it was made for, and the Workspace (whose root is resolved
+# once, not at every command: a mkdir, a realpath and a stat each time).
+_workspaces: dict[str, tuple[Path, Workspace]] = {}
+
+
+def _workspace(session: SessionView) -> Workspace:
+    """The session's ``Workspace``, made again if its directory went away meanwhile (so
+    that it is created again, as on first use)."""
+    cached = _workspaces.get(session.id)
+    if cached is None or cached[0] != session.workspace or not os.path.isdir(cached[1].root):
+        cached = _workspaces[session.id] = (session.workspace, Workspace(session.workspace))
+    return cached[1]
 
 
 def _small(ws: Workspace, path: str) -> bool:
@@ -86,7 +100,7 @@ def _small(ws: Workspace, path: str) -> bool:
 
 async def write_file(ctx: CommandContext, path: str, content: str) -> str | CommandResult:
     """Replace (or create) the file ``path`` with ``content``."""
-    ws = Workspace(ctx.session.workspace)
+    ws = _workspace(ctx.session)
     name, kind, refused = await _may_change(ctx, ws, path, "write_file", "replace")
     if refused is not None:
         return refused
@@ -108,7 +122,7 @@ async def write_file(ctx: CommandContext, path: str, content: str) -> str | Comm
 # permissions), which is the user's to allow.
 async def append_file(ctx: CommandContext, path: str, content: str) -> str | CommandResult:
     """Append ``content`` to the file ``path``."""
-    ws = Workspace(ctx.session.workspace)
+    ws = _workspace(ctx.session)
     name, kind, refused = await _may_change(ctx, ws, path, "append_file", "change")
     if refused is not None:
         return refused
@@ -151,7 +165,7 @@ async def _may_change(
 
 async def list_files(ctx: CommandContext, path: str = ".") -> str:
     """List the directory ``path``, one name a line."""
-    ws = Workspace(ctx.session.workspace)
+    ws = _workspace(ctx.session)
     if _small(ws, path):
         return _listing(ws, path)
     return await trio.to_thread.run_sync(_listing, ws, path, abandon_on_cancel=True)
@@ -170,7 +184,7 @@ def _listing(ws: Workspace, path: str) -> str:
 
 async def delete_file(ctx: CommandContext, path: str) -> str | CommandResult:
     """Delete the file (or empty directory) ``path``."""
-    ws = Workspace(ctx.session.workspace)
+    ws = _workspace(ctx.session)
     # Only files ask: an empty directory holds nothing to lose (a full one is refused), and
     # write_file creates directories without recording them.
     name, _, refused = await _may_change(ctx, ws, path, "delete_file", "delete")
@@ -215,6 +229,7 @@ def build_prompt(session: SessionView, prompt: PromptBuilder) -> None:
 @hookimpl
 def session_end(session: SessionView) -> None:
     _prompt_cache.pop(session.id, None)
+    _workspaces.pop(session.id, None)
     # The file stays: an interrupted session can be resumed, and loads it again.
     _records.pop(session.id, None)
 
