@@ -212,7 +212,13 @@ class Emitter:
 
     async def save_outcome(self, outcome: SessionOutcome, budget: Budget) -> None:
         """Deliver and store the events not committed yet, and how the session ended."""
-        await self.deliver()
+        try:
+            await self.deliver()
+        finally:
+            # Stored however the delivery ended (a wrapper's error, a Ctrl-C in a plugin).
+            await self._store_outcome(outcome, budget)
+
+    async def _store_outcome(self, outcome: SessionOutcome, budget: Budget) -> None:
         events, self._pending = self._pending, []
         if self.taken_over:
             return

@@ -247,6 +247,8 @@ class Leases:
             # goes on past its expiry, and is lost only if someone then takes it over.
             return
         for entry, result in zip(held, results, strict=True):
+            if self._held.get(entry.lease.session_id) is not entry:
+                continue  # released meanwhile: its lease is gone because it ended
             if isinstance(result, SessionInUse):
                 entry.lost = result
                 entry.body.cancel()
