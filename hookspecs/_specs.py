@@ -206,8 +206,9 @@ def on_events(session: SessionView, events: tuple[Event, ...]) -> None:
     holds what happened since the last one, and is delivered before a command runs,
     before a person is asked anything, when a cycle is committed and when the session
     ends. Implement it instead of ``on_event`` for output that costs per call (a flush to
-    a file, a write to a terminal); implementing both sees every event twice. The return
-    value is ignored.
+    a file, a write to a terminal); implementing both sees every event twice. ``session``
+    is the session as it is at delivery; the last batch, holding ``session_end``'s event,
+    comes after the ``session_end`` hook. The return value is ignored.
     """
 
 

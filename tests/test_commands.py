@@ -173,6 +173,7 @@ def test_a_catastrophic_pattern_is_abandoned_at_the_deadline(
         ({"type": "object", "properties": {"text": {"type": "string", "pattern": "^a"}}}, True),
         ({"type": "object", "patternProperties": {"^x": {"type": "integer"}}}, True),
         ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}, True),
+        ({"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}, True),
         (
             {
                 "type": "object",

@@ -38,6 +38,9 @@ class FakeLeaseStore:
     released: list[Lease] = attrs.field(factory=list)
     renew_errors: list[StorageError | SessionInUse] = attrs.field(factory=list)
     lose: set[str] = attrs.field(factory=set)
+    # If set, renewals wait for it; completed lists the renewals that returned.
+    gate: trio.Event | None = None
+    completed: list[list[str]] = attrs.field(factory=list)
 
     async def acquire_lease(self, session_id: str, holder: Holder, *, expiry: float) -> Lease:
         await trio.lowlevel.checkpoint()
@@ -53,8 +56,13 @@ class FakeLeaseStore:
         error = self.renew_errors.pop(0) if self.renew_errors else None
         if isinstance(error, StorageError) and not isinstance(error, SessionInUse):
             raise error
+        if self.gate is not None:
+            await self.gate.wait()
+        self.completed.append([lease.session_id for lease in leases])
+        # Taken over: the leases in lose; gone: the ones released (their rows deleted).
+        gone = self.lose | {lease.session_id for lease in self.released}
         return [
-            taken_over(lease.session_id, None) if lease.session_id in self.lose else error or lease
+            taken_over(lease.session_id, None) if lease.session_id in gone else error or lease
             for lease in leases
         ]
 
@@ -133,6 +141,41 @@ async def test_one_heartbeat_renews_every_lease_held(
     assert store.renewals[3] == 40
     assert [lease.session_id for lease in store.released] == ["a", "c", "b"]
     assert len(leases) == 0
+
+
+async def test_a_session_ending_mid_renewal_costs_the_others_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A renewal runs in whichever session's heartbeat woke first. If that session ends
+    while the renewal waits, the renewal is abandoned like a failed one and made again
+    next period; if the other one ran it, it finds the ended session's lease gone, which
+    must not read as a takeover. Either way both sessions end as they did."""
+    store = FakeLeaseStore(gate=trio.Event())
+    leases = Leases(store, Holder.current(), period=10, expiry=30)
+    ended: dict[str, str] = {}
+
+    async def hold(session_id: str, seconds: float) -> None:
+        try:
+            async with leases.hold(session_id):
+                await trio.sleep(seconds)
+            ended[session_id] = "done"
+        except SessionInUse as exc:
+            ended[session_id] = str(exc)
+
+    with trio.fail_after(100):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(hold, "ending", 11.0)
+            nursery.start_soon(hold, "going_on", 45.0)
+            await trio.sleep(12)  # the renewal at 10 waits; "ending" ended at 11
+            assert ended == {"ending": "done"}
+            assert store.gate is not None
+            store.gate.set()
+    assert ended == {"ending": "done", "going_on": "done"}
+    assert store.renewals == [10, 20, 30, 40]
+    # The renewal at 10 either completed (with both) or was abandoned; later ones hold
+    # only the session still running.
+    assert store.completed[-3:] == [["going_on"]] * 3
+    assert [sorted(ids) for ids in store.completed[:-3]] in ([], [["ending", "going_on"]])
 
 
 async def test_the_bodys_own_error_or_cancellation_comes_out_as_itself() -> None:

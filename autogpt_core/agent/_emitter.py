@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 
 from hookspecs import (
     JSON,
@@ -42,6 +43,9 @@ from .._errors import HookError, SessionInUse
 from ..hooks._hookcall import AsyncHooks
 from ..store._storage import AsyncStore, CycleRecord, SessionStatus, Store
 from ._redact import Redactor, masked_message
+
+# How long the last on_events delivery may take when hooks have no deadline of their own.
+_LAST_DELIVERY_SECONDS = 30.0
 
 
 def call_json(call: CommandCall | None) -> JSON:
@@ -213,7 +217,9 @@ class Emitter:
     async def save_outcome(self, outcome: SessionOutcome, budget: Budget) -> None:
         """Deliver and store the events not committed yet, and how the session ended."""
         try:
-            await self.deliver()
+            # Bounded even without hook deadlines: how the session ended must be stored.
+            with trio.move_on_after(self._hook_timeout or _LAST_DELIVERY_SECONDS):
+                await self.deliver()
         finally:
             # Stored however the delivery ended (a wrapper's error, a Ctrl-C in a plugin).
             await self._store_outcome(outcome, budget)

@@ -133,13 +133,15 @@ class RegisteredCommand:
     kind: str  # "sync" | "async" | "blocking"
     wants_ctx: bool
     validator: Any = attrs.field(repr=False, eq=False)
-    # Only a regex can backtrack for hours: a schema without one needs no deadline (and
-    # no interval timer, two signal handlers and their restoring on every call).
+    # Only a regex (which can backtrack for hours) or uniqueItems (quadratic over
+    # unhashable items) can make validation slow: a schema with neither needs no deadline
+    # (and no interval timer, two signal handlers and their restoring on every call).
     guarded: bool = attrs.field(init=False, repr=False, eq=False)
 
     @guarded.default
-    def _has_pattern(self) -> bool:
-        return '"pattern' in json.dumps(self.decl.parameters, default=str)
+    def _may_be_slow(self) -> bool:
+        text = json.dumps(self.decl.parameters, default=_as_json)
+        return '"pattern' in text or '"uniqueItems"' in text
 
     @property
     def name(self) -> str:
@@ -211,6 +213,15 @@ class RegisteredCommand:
             if inspect.isawaitable(value):
                 value = await value
         return to_result(value)
+
+
+def _as_json(value: object) -> object:
+    # A hand-made declaration may hold other mappings and sequences than dicts and lists.
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
 
 
 def to_result(value: object) -> CommandResult:

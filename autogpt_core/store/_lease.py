@@ -239,6 +239,10 @@ class Leases:
                 await self._renew()
 
     async def _renew(self) -> None:
+        # This runs in whichever hold's heartbeat woke first. If that session ends while
+        # the store call waits, the call is cancelled with it: that counts as one missed
+        # renewal (made again next period, well inside the expiry), as a busy disk does.
+        # Not shielded: a session's end must not wait on everyone's renewal.
         held = list(self._held.values())
         try:
             results = await self.store.renew_leases([h.lease for h in held], expiry=self.expiry)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,7 @@ class Store(SessionStore):
         # The leases taken through this store and not yet released: writes for those
         # sessions are refused once another holder has the lease.
         self._held: dict[str, _Fence] = {}
+        self._fence_lock = threading.Lock()
 
     @property
     def path(self) -> Path:
@@ -434,10 +436,12 @@ class Store(SessionStore):
                 else:
                     current = self._lease(conn, lease.session_id)
                     results.append(taken_over(lease.session_id, current))
-        # Only once committed: until then, the new expiry binds nobody.
-        for result in results:
-            if isinstance(result, Lease) and self._holder(result.session_id) == result.holder:
-                self._held[result.session_id] = _Fence(result.holder, result.expires_at)
+        # Only once committed: until then, the new expiry binds nobody. Under the lock, so
+        # that a lease released meanwhile (in another thread) does not get its fence back.
+        with self._fence_lock:
+            for result in results:
+                if isinstance(result, Lease) and self._holder(result.session_id) == result.holder:
+                    self._held[result.session_id] = _Fence(result.holder, result.expires_at)
         return results
 
     def release_lease(self, lease: Lease) -> None:
@@ -448,8 +452,9 @@ class Store(SessionStore):
                     (lease.session_id, lease.holder),
                 )
         finally:
-            if self._holder(lease.session_id) == lease.holder:
-                del self._held[lease.session_id]
+            with self._fence_lock:
+                if self._holder(lease.session_id) == lease.holder:
+                    del self._held[lease.session_id]
 
     def get_lease(self, session_id: str) -> Lease | None:
         with self._db.read() as conn:

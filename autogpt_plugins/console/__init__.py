@@ -148,6 +148,13 @@ def _announce(summarise: bool, limit: int) -> None:
         pass
 
 
+@hookimpl
+def session_end(session: SessionView) -> None:
+    # Also for a session whose end event never comes (a session_end hook that overran):
+    # it must not count as running for good.
+    _running.discard(session.id)
+
+
 @hookimpl(blocking=True)
 def confirm(session: SessionView, request: ConfirmationRequest) -> Confirmation | None:
     """Ask at the terminal; ``None`` when stdin is closed or at its end."""
