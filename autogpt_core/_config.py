@@ -56,19 +56,26 @@ PLUGIN_ID = Items(
     "'autogpt plugins list --all' shows them",
 )
 PERMISSION_ITEM = Items("permission", PERMISSION, f"use {PERMISSION_NAMES}")
+TOKEN_NAME = Items(
+    "token name",
+    re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"),
+    "token names are letters, digits, '.', '-' and '_', like ci-bot",
+)
+ENV_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 @attrs.frozen
 class Field:
     """One field: its type and constraints, its default, and what ``null`` means.
 
-    ``type`` is ``integer``, ``number``, ``string``, ``path``, ``list`` (of ``items``) or
-    ``mapping`` (from ``items`` to a mapping of settings). A number must be greater than
+    ``type`` is ``integer``, ``number``, ``string``, ``path``, ``list`` (of ``items``),
+    ``mapping`` (from ``items`` to a mapping of settings) or ``variables`` (from ``items``
+    to the name of an environment variable). A number must be greater than
     ``exclusive_minimum`` when that is set. ``null`` is refused when ``null_means`` is empty.
     ``example`` is a valid value, for the fix in error messages.
     """
 
-    type: Literal["integer", "number", "string", "path", "list", "mapping"]
+    type: Literal["integer", "number", "string", "path", "list", "mapping", "variables"]
     default: Any
     null_means: str = ""
     exclusive_minimum: float | None = None
@@ -85,6 +92,8 @@ class Field:
             text = f"list of {self.items.name}s"
         elif self.type == "mapping" and self.items is not None:
             text = f"mapping of {self.items.name} to settings"
+        elif self.type == "variables" and self.items is not None:
+            text = f"mapping of {self.items.name} to environment variable"
         else:
             text = self.type
         if self.exclusive_minimum is not None:
@@ -126,6 +135,12 @@ SECTIONS: Mapping[str, Mapping[str, Field]] = {
         "confirm_timeout": Field("number", None, "no limit", 0, example="300"),
         "max_failures": Field("integer", 3, "", 0, example="3"),
     },
+    "server": {
+        # The config names where each token is, never the token itself.
+        "tokens": Field(
+            "variables", {}, "none", items=TOKEN_NAME, example="{alice: ALICE_AUTOGPT_TOKEN}"
+        ),
+    },
 }
 #: The fields that stand on their own at the top level.
 TOP_LEVEL_FIELDS: Mapping[str, Field] = {
@@ -162,6 +177,8 @@ class Config:
     llm_model: str | None = None
     llm_base_url: str | None = None
     limits: Limits = Limits()
+    #: ``server.tokens``: token names mapped to the environment variable holding each.
+    server_tokens: Mapping[str, str] = attrs.field(factory=dict)
     data_dir: Path = attrs.field(factory=lambda: default_data_dir())
 
     def is_enabled(self, plugin_id: str, enabled_by_default: bool) -> bool:
@@ -274,6 +291,7 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
         llm_model=values["llm.model"],
         llm_base_url=values["llm.base_url"],
         limits=Limits(**{key: values[f"limits.{key}"] for key in _LIMITS}),
+        server_tokens=dict(values["server.tokens"] or {}),
         data_dir=(
             Path(data_dir).expanduser()
             if data_dir and not os.environ.get("AUTOGPT_DATA_DIR")
@@ -372,6 +390,21 @@ def _check(name: str, field: Field, value: Any) -> list[_Problem]:
     if not isinstance(value, Mapping):
         return [(name, expected, field.fix())]
     problems: list[_Problem] = []
+    if field.type == "variables":
+        for key, variable in value.items():
+            if not (isinstance(key, str) and items.pattern.fullmatch(key)):
+                problems.append(
+                    (name, f"the key {_shown(key)} is not {_article(items.name)}", items.fix)
+                )
+            elif not (isinstance(variable, str) and ENV_VARIABLE.fullmatch(variable)):
+                problems.append(
+                    (
+                        f"{name}.{key}",
+                        f"{_shown(variable)} is not the name of an environment variable",
+                        "give the variable's name, like ALICE_AUTOGPT_TOKEN, never the token",
+                    )
+                )
+        return problems
     for key, settings in value.items():
         if not (isinstance(key, str) and items.pattern.fullmatch(key)):
             problems.append(

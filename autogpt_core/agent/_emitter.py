@@ -19,7 +19,7 @@ secret), so a value that passes twice is unharmed.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,7 @@ class Emitter:
         hook_timeout: float | None,
         store: AsyncStore,
         store_path: Path,
+        stored: Callable[[str], None] | None = None,
     ) -> None:
         self.view = SessionView(id=session_id, goal="", workspace=Path())
         self.taken_over = False
@@ -97,6 +98,9 @@ class Emitter:
         self._store = store
         # The watchdog's last write goes through a connection of its own (save_abandoned).
         self._store_path = store_path
+        # Told the session's id after each write (a cycle, an event, the outcome): a server
+        # wakes whoever watches the session. It must not block or raise.
+        self._stored = stored
         # Events of the cycle in flight: committed with it, in one transaction.
         self._pending: list[Event] = []
         # Events not yet delivered through on_events.
@@ -144,6 +148,7 @@ class Emitter:
         if store_now:
             await self.deliver()
             await self._store.append_event(event)
+            self._written()
         else:
             self._pending.append(event)
             if len(self._outbox) >= MAX_BATCH:
@@ -213,6 +218,11 @@ class Emitter:
             events=events,
             budget=budget,
         )
+        self._written()
+
+    def _written(self) -> None:
+        if self._stored is not None:
+            self._stored(self.view.id)
 
     async def save_outcome(self, outcome: SessionOutcome, budget: Budget) -> None:
         """Deliver and store the events not committed yet, and how the session ended."""
@@ -239,6 +249,8 @@ class Emitter:
             )
         except SessionInUse:
             self.taken_over = True
+        else:
+            self._written()
 
     def save_abandoned(self, budget: Budget, why: str) -> None:
         """Save the session as interrupted from the stall watchdog's thread, the loop being

@@ -30,6 +30,9 @@ class RunOptions:
     continuous: bool = False
     workspace: Path | None = None
     session_id: str | None = None
+    # Who the session belongs to: the name of the server token that created it (None for
+    # the terminal's sessions). Stored; the server shows a session only to its owner.
+    owner: str | None = None
 
 
 #: The options stored with a session (never the API key), so that a resume runs it alike,
@@ -42,6 +45,7 @@ STORED_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "max_tokens": int,
     "max_cost": (int, float),
     "continuous": bool,
+    "owner": str,
 }
 
 

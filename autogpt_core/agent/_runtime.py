@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -45,12 +45,26 @@ from ..plugins._loader import PluginSet, load
 from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, Leases
 from ..store._storage import AsyncStore
 from ._caller import HookCaller
-from ._dispatcher import Dispatcher, Grants
+from ._dispatcher import Consent, Dispatcher, Grants, Question
 from ._emitter import Emitter
 from ._model import CORE_PLUGIN_NAME, ProviderBridge, SessionModel, provider_seconds
 from ._options import RunOptions, options_for_resume, options_to_store
 from ._redact import Redactor
 from ._session import Session, history_from_cycles, new_session_id
+
+
+@attrs.frozen
+class Channel:
+    """Who answers and paces a session that the terminal does not (the HTTP server's).
+
+    ``consent`` answers confirmations and ``question`` the agent's questions, instead of
+    the ``confirm`` and ``user_input`` hooks; ``gate`` is awaited before each cycle with
+    its number. Each left ``None`` keeps the default.
+    """
+
+    consent: Consent | None = None
+    question: Question | None = None
+    gate: Callable[[int], Awaitable[None]] | None = None
 
 
 class Runtime:
@@ -82,6 +96,8 @@ class Runtime:
         self.hook_timeout = config.limits.hook_timeout
         self._store: AsyncStore | None = None
         self._leases: Leases | None = None
+        # Called with a session's id after each of its writes (see Emitter); never block.
+        self.stored_listeners: list[Callable[[str], None]] = []
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -188,16 +204,37 @@ class Runtime:
             cost_usd=float(spent.get("cost_usd", 0.0)),
         )
 
-    async def run(self, goal: str, options: RunOptions | None = None) -> SessionOutcome:
+    async def create(self, goal: str, options: RunOptions | None = None) -> str:
+        """Store a new session for ``goal`` without running it, and return its id; run it
+        with ``resume``. Its workspace is made now, and it reads as interrupted until then.
+        """
+        options = options or RunOptions()
+        session_id = options.session_id or new_session_id()
+        goal = self.redactor.text(goal)
+        workspace = self._workspace(options, session_id)
+        workspace.mkdir(parents=True, exist_ok=True)
+        await self.store.create_session(
+            goal,
+            workspace,
+            session_id=session_id,
+            config=options_to_store(options),
+            status="interrupted",
+        )
+        return session_id
+
+    def _workspace(self, options: RunOptions, session_id: str) -> Path:
+        return (options.workspace or self.config.data_dir / "workspaces" / session_id).resolve()
+
+    async def run(
+        self, goal: str, options: RunOptions | None = None, *, channel: Channel | None = None
+    ) -> SessionOutcome:
         """Run a new session for ``goal`` to its end and return how it ended."""
         options = options or RunOptions()
         session_id = options.session_id or new_session_id()
         emitter = self._emitter(session_id)
         # A secret in the goal would reach the store and the model: it is masked too.
         goal = emitter.text(goal)
-        workspace = (
-            options.workspace or self.config.data_dir / "workspaces" / session_id
-        ).resolve()
+        workspace = self._workspace(options, session_id)
         async with (
             # The lease first: a second runtime is refused before anything happens.
             self.leases.hold(session_id),
@@ -215,9 +252,12 @@ class Runtime:
                 goal=goal,
                 workspace=workspace,
                 budget=self._budget(options),
+                channel=channel,
             )
 
-    async def resume(self, session_id: str, options: RunOptions | None = None) -> SessionOutcome:
+    async def resume(
+        self, session_id: str, options: RunOptions | None = None, *, channel: Channel | None = None
+    ) -> SessionOutcome:
         """Continue a stored session from its last completed cycle.
 
         Options given now win over the ones stored with the session; the workspace stays.
@@ -258,6 +298,7 @@ class Runtime:
                     budget=attrs.evolve(self._budget(merged, record.budget), cycles=done),
                     history=history_from_cycles(cycles),
                     cycle=done,
+                    channel=channel,
                 )
 
     def _emitter(self, session_id: str) -> Emitter:
@@ -268,7 +309,12 @@ class Runtime:
             hook_timeout=self.hook_timeout,
             store=self.store,
             store_path=self.store_path,
+            stored=self._tell_stored if self.stored_listeners else None,
         )
+
+    def _tell_stored(self, session_id: str) -> None:
+        for listener in self.stored_listeners:
+            listener(session_id)
 
     @asynccontextmanager
     async def _model(
@@ -317,9 +363,11 @@ class Runtime:
         budget: Budget,
         history: Sequence[Message] = (),
         cycle: int = 0,
+        channel: Channel | None = None,
     ) -> SessionOutcome:
         """Wire the session's collaborators and run it to its end."""
         session_id = emitter.session_id
+        channel = channel or Channel()
         limits = self.config.limits
         hooks = HookCaller(
             hooks=self.pm.ahook,
@@ -334,8 +382,10 @@ class Runtime:
             commands=self.plugins.commands,
             records=self.plugins.records,
             grants=Grants(self.config.grants),
-            consent=lambda request: hooks.ask_person("confirm", request=request),
-            question=lambda question: hooks.ask_person("user_input", question=question),
+            consent=channel.consent
+            or (lambda request: hooks.ask_person("confirm", request=request)),
+            question=channel.question
+            or (lambda question: hooks.ask_person("user_input", question=question)),
             check_lease=functools.partial(self.store.check_held, session_id),
             continuous=options.continuous,
             command_timeout=limits.command_timeout,
@@ -356,6 +406,7 @@ class Runtime:
             model=options.model,
             history=list(history),
             cycle=cycle,
+            gate=channel.gate,
         )
         self._models[session_id] = model
         try:

@@ -29,7 +29,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import attrs
@@ -105,6 +105,9 @@ class Session:
     failures: int = 0
     # Notes of any session relevant to the goal, recalled once when the session starts.
     memories: list[str] = attrs.field(factory=list)
+    # Awaited before each cycle with its number: whoever drives the session paces it (the
+    # server's step-by-step tasks run one cycle per request). None: cycles follow at once.
+    gate: Callable[[int], Awaitable[None]] | None = None
 
     def __attrs_post_init__(self) -> None:
         self.refresh_view()
@@ -259,6 +262,8 @@ class Session:
                 if exhausted:
                     outcome = SessionOutcome("budget_exhausted", exhausted, self.completed)
                     break
+                if self.gate is not None:
+                    await self.gate(self.cycle + 1)
                 final = await self.run_cycle()
                 if final is not None:
                     outcome = SessionOutcome("finished", self.emitter.text(final), self.completed)

@@ -139,6 +139,17 @@ class Workspace:
 
     def read_text(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> str:
         """The UTF-8 text of the file ``path``; refuses files over ``max_bytes``."""
+        data = self.read_bytes(path, max_bytes=max_bytes)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WorkspaceError(
+                f"Cannot read {show_path(path)}: it is not UTF-8 text (byte {exc.start} is "
+                f"invalid; a binary file?). Fix: read text files only."
+            ) from None
+
+    def read_bytes(self, path: str, *, max_bytes: int = DEFAULT_READ_LIMIT) -> bytes:
+        """The content of the file ``path``; refuses files over ``max_bytes``."""
         parts = self._file_parts(path, "read")
         with _os_errors(path, "read"), self._parent(parts, create=False) as (dir_fd, name):
             fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=dir_fd)
@@ -151,13 +162,7 @@ class Workspace:
                 os.close(fd)
         if len(data) > max_bytes:  # it grew while we read
             raise _too_large(path, len(data), max_bytes)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise WorkspaceError(
-                f"Cannot read {show_path(path)}: it is not UTF-8 text (byte {exc.start} is "
-                f"invalid; a binary file?). Fix: read text files only."
-            ) from None
+        return data
 
     def write_text(self, path: str, content: str, *, exclusive: bool = False) -> int:
         """Replace (or create) the file ``path`` with ``content``; return its length.
@@ -166,10 +171,15 @@ class Workspace:
         content or the new one, never a mix, even if the process dies half-way. With
         ``exclusive``, only create: fail if ``path`` exists.
         """
+        self.write_bytes(path, _encode(path, content), exclusive=exclusive)
+        return len(content)
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> int:
+        """Replace (or create) the file ``path`` with ``data``, as ``write_text`` does;
+        return its length in bytes."""
         # No hard-link check: the new content goes to a new file that is renamed over the
         # name, so a file the name shared with another directory keeps its old content.
         parts = self._file_parts(path, "write")
-        data = _encode(path, content)
         with _os_errors(path, "write"), self._parent(parts, create=True) as (dir_fd, name):
             temp = f".{uuid.uuid4().hex}.autogpt-tmp"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
@@ -197,7 +207,7 @@ class Workspace:
                 with contextlib.suppress(OSError):
                     os.unlink(temp, dir_fd=dir_fd)
                 raise
-        return len(content)
+        return len(data)
 
     def append_text(self, path: str, content: str, *, exclusive: bool = False) -> int:
         """Append ``content`` to the file ``path`` (created if missing); return its length.

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_run_parser(sub)
+        from ._cli_serve import add_serve_parser
+
+        add_serve_parser(sub)
     return parser
 
 

@@ -1,0 +1,172 @@
+"""``autogpt serve``: the agent over HTTP (docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+from .._config import load_config
+from ._cli_run import _only_autogpt_errors, _positive_float, _positive_int, _with_replay_settings
+
+
+def add_serve_parser(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="serve agents over HTTP: Agent Protocol v1, live events, approvals, a web console",
+        description="Serve many simultaneous sessions over HTTP (Agent Protocol v1 at "
+        "/ap/v1/agent, a web console at /). Requests need a bearer token: named tokens from "
+        "the config (server.tokens), or $AUTOGPT_TOKEN, or one made at the first start and "
+        "stored in the data directory. SIGINT/SIGTERM stop it at a safe point.",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    serve.add_argument(
+        "--port", type=_port, default=8000, help="port to listen on (8000; 0: any free port)"
+    )
+    serve.add_argument(
+        "--llm",
+        metavar="PROVIDER",
+        help="LLM provider: openai (default) or replay:FILE (a recorded session)",
+    )
+    serve.add_argument("--model", help="model name (default from config or the provider)")
+    serve.add_argument("--base-url", help="OpenAI-compatible endpoint (Ollama, llama.cpp, vLLM)")
+    serve.add_argument(
+        "--no-strict", action="store_true", help="replay: tolerate requests that differ"
+    )
+    serve.add_argument(
+        "--max-cycles", type=_positive_int, metavar="N", help="stop each task after N cycles"
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="tasks running at once; past it new work gets 503 (100)",
+    )
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no tokens: anyone who reaches the port may use it (loopback only)",
+    )
+    serve.add_argument(
+        "--max-body",
+        type=_positive_int,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="largest request body but uploads (1 MiB)",
+    )
+    serve.add_argument(
+        "--max-upload",
+        type=_positive_int,
+        default=50 * 1024 * 1024,
+        metavar="BYTES",
+        help="largest artifact upload (50 MiB)",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=_positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="a stepped task nobody steps is parked after this (300); the next step resumes it",
+    )
+    serve.add_argument(
+        "--approval-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="an autonomous task's confirmation is refused after this "
+        "(default: limits.confirm_timeout, or never)",
+    )
+    serve.set_defaults(handler=cmd_serve, goal=None, record=None, demo=False)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
+    return value
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from ..agent._options import RunOptions
+    from ..hooks._tracing import trace_factory
+    from ..server._serve import ServeOptions, ServerHandle, serve
+
+    config = _with_replay_settings(load_config(args.config), args)
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        auth=not args.no_auth,
+        max_sessions=args.max_sessions,
+        idle_seconds=args.idle_timeout,
+        approval_seconds=args.approval_timeout,
+        body_bytes=args.max_body,
+        upload_bytes=args.max_upload,
+    )
+    run_options = RunOptions(
+        llm=args.llm, model=args.model, base_url=args.base_url, max_cycles=args.max_cycles
+    )
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def run_server(task_status: Any) -> None:
+                await serve(
+                    config,
+                    options,
+                    run_options,
+                    pm_factory=trace_factory(args.trace_hooks),
+                    task_status=task_status,
+                )
+                nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
+
+            handle: ServerHandle = await nursery.start(run_server)
+            for warning in handle.runtime.warnings():
+                print(f"autogpt: warning: {warning}", file=sys.stderr)
+            _announce(handle)
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    if handle.stopping.is_set():
+                        raise KeyboardInterrupt  # a second signal: stop now
+                    print(
+                        "autogpt serve: stopping: each task finishes its cycle and is saved "
+                        "(again to stop at once)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    handle.stop()
+
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        interrupted, _ = group.split(KeyboardInterrupt)
+        if interrupted is not None:
+            raise KeyboardInterrupt from None
+        ours = _only_autogpt_errors(group)
+        if ours is None:
+            raise
+        raise ours from None
+    print("autogpt serve: stopped; every task was saved", file=sys.stderr)
+    return 0
+
+
+def _announce(handle: Any) -> None:
+    lines = [f"autogpt serve: listening on {url} (web console: {url}/)" for url in handle.urls]
+    tokens = handle.tokens
+    if tokens is None:
+        lines.append("autogpt serve: --no-auth: requests need no token")
+    elif tokens.created is not None:
+        lines += [
+            f"autogpt serve: made a token for this server, stored in {tokens.source} "
+            "(readable by you only); it is shown this once:",
+            f"    {tokens.created}",
+            f"  send it as 'Authorization: Bearer TOKEN'; 'cat {tokens.source}' shows it again",
+        ]
+    else:
+        lines.append(f"autogpt serve: tokens from {tokens.source}")
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,661 @@
+"""The HTTP API: Agent Protocol v1 and its documented extensions (docs/server.md).
+
+Every answer is JSON (but downloads and event streams); every error is
+``{"message": …}`` with the status: 401 without a valid token, 404 for what does not exist
+or is another token's, 409 for what the task's state does not allow, 413 past the size
+limits, 422 naming the field that is wrong, 503 (with ``Retry-After``) past
+``--max-sessions``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import posixpath
+import stat
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from importlib import resources
+from typing import Any
+
+import trio
+from starlette.applications import Starlette
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._errors import WorkspaceError
+from ..agent._workspace import Workspace
+from ..store._records import ArtifactRecord, CycleRecord, SessionRecord, SessionStatus
+from ._auth import Tokens
+from ._tasks import ENDED, TaskError, Tasks
+
+PREFIX = "/ap/v1/agent"
+MAX_PAGE_SIZE = 100
+MAX_DOWNLOAD = 256 * 1024 * 1024
+KEEPALIVE_SECONDS = 15.0
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class Limits:
+    """Body size limits: ``upload`` for artifact uploads, ``body`` for everything else."""
+
+    def __init__(self, body: int = 1024 * 1024, upload: int = 50 * 1024 * 1024) -> None:
+        self.body = body
+        self.upload = upload
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+class SizeLimit:
+    """ASGI middleware: 413 for a body over the limit, whether its length was announced
+    (refused before it is read) or not (refused as it is read)."""
+
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        upload = scope["method"] == "POST" and scope["path"].endswith("/artifacts")
+        limit = self.limits.upload if upload else self.limits.body
+        what = "an upload" if upload else "a request body"
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    announced = int(value)
+                except ValueError:
+                    announced = -1
+                if announced < 0:
+                    await _error(400, "Content-Length is not a number")(scope, receive, send)
+                    return
+                if announced > limit:
+                    await _too_large(what, limit)(scope, receive, send)
+                    return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _TooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await _too_large(what, limit)(scope, receive, send)
+
+
+def _too_large(what: str, limit: int) -> JSONResponse:
+    return _error(413, f"{what} may be at most {limit} bytes (see autogpt serve --help)")
+
+
+class Api:
+    """The routes, bound to the server's tasks and tokens (``tokens=None``: no auth)."""
+
+    def __init__(self, tasks: Tasks, tokens: Tokens | None, limits: Limits) -> None:
+        self.tasks = tasks
+        self.tokens = tokens
+        self.limits = limits
+
+    @property
+    def store(self) -> Any:
+        return self.tasks.store
+
+    def mask(self, text: str) -> str:
+        return self.tasks.runtime.redactor.text(text)
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def app(self) -> ASGIApp:
+        def route(
+            path: str, handler: Callable[..., Awaitable[Response]], methods: list[str]
+        ) -> Route:
+            return Route(path, self._guarded(handler), methods=methods)
+
+        t = f"{PREFIX}/tasks"
+        routes = [
+            Route("/", self.console, methods=["GET"]),
+            Route("/console.js", self.console, methods=["GET"]),
+            Route("/console.css", self.console, methods=["GET"]),
+            route(t, self.create_task, ["POST"]),
+            route(t, self.list_tasks, ["GET"]),
+            route(t + "/{task_id}", self.get_task, ["GET"]),
+            route(t + "/{task_id}/steps", self.execute_step, ["POST"]),
+            route(t + "/{task_id}/steps", self.list_steps, ["GET"]),
+            route(t + "/{task_id}/steps/{step_id}", self.get_step, ["GET"]),
+            route(t + "/{task_id}/artifacts", self.upload_artifact, ["POST"]),
+            route(t + "/{task_id}/artifacts", self.list_artifacts, ["GET"]),
+            route(t + "/{task_id}/artifacts/{artifact_id}", self.download_artifact, ["GET"]),
+            # Extensions (docs/server.md).
+            route(t + "/{task_id}/run", self.run_task, ["POST"]),
+            route(t + "/{task_id}/cancel", self.cancel_task, ["POST"]),
+            route(t + "/{task_id}/events", self.events, ["GET"]),
+            route(t + "/{task_id}/confirmations", self.list_pending, ["GET"]),
+            route(t + "/{task_id}/confirmations/{pending_id}", self.answer, ["POST"]),
+        ]
+
+        async def http_error(request: Request, exc: Exception) -> Response:
+            assert isinstance(exc, HTTPException)
+            message = {404: "no such endpoint", 405: "method not allowed here"}.get(
+                exc.status_code, str(exc.detail)
+            )
+            return _error(exc.status_code, f"{message}: {request.method} {request.url.path}")
+
+        app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+        return SizeLimit(app, self.limits)
+
+    def _guarded(
+        self, handler: Callable[[Request, str | None], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def guarded(request: Request) -> Response:
+            owner = None
+            if self.tokens is not None:
+                header = request.headers.get("authorization", "")
+                scheme, _, presented = header.partition(" ")
+                owner = (
+                    self.tokens.name_of(presented.strip())
+                    if scheme.lower() == "bearer" and presented.strip()
+                    else None
+                )
+                if owner is None:
+                    return _error(
+                        401,
+                        "a valid bearer token is needed: send 'Authorization: Bearer TOKEN' "
+                        "(autogpt serve printed where its token is)",
+                        {"WWW-Authenticate": 'Bearer realm="autogpt"'},
+                    )
+            try:
+                return await handler(request, owner)
+            except TaskError as exc:
+                headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+                return _error(exc.status, self.mask(exc.message), headers)
+
+        return guarded
+
+    async def _json(self, request: Request) -> dict[str, Any]:
+        body = await request.body()
+        if not body.strip():
+            return {}
+        try:
+            value = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TaskError(422, f"the body is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise TaskError(422, f"the body must be a JSON object, not {type(value).__name__}")
+        return value
+
+    @staticmethod
+    def _paging(request: Request) -> tuple[int, int]:
+        found = []
+        for name, default in (("current_page", 1), ("page_size", 10)):
+            text = request.query_params.get(name)
+            if text is None:
+                found.append(default)
+                continue
+            try:
+                value = int(text)
+            except ValueError:
+                value = 0
+            top = MAX_PAGE_SIZE if name == "page_size" else 10**9
+            if not 1 <= value <= top:
+                raise TaskError(422, f"{name}: must be a whole number from 1 to {top}")
+            found.append(value)
+        return found[0], found[1]
+
+    @staticmethod
+    def _pagination(total: int, page: int, size: int) -> dict[str, int]:
+        return {
+            "total_items": total,
+            "total_pages": math.ceil(total / size),
+            "current_page": page,
+            "page_size": size,
+        }
+
+    @staticmethod
+    def _input_fields(body: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        text = body.get("input")
+        if text is not None and not isinstance(text, str):
+            raise TaskError(422, f"input: must be a string or null, not {type(text).__name__}")
+        extra = body.get("additional_input")
+        if extra is None:
+            extra = {}
+        if not isinstance(extra, dict):
+            raise TaskError(422, f"additional_input: must be an object, not {type(extra).__name__}")
+        return text, extra
+
+    # -- tasks ----------------------------------------------------------------------
+
+    async def console(self, request: Request) -> Response:
+        """The web console's page, script and style (no token needed: they hold no data)."""
+        name = request.url.path.strip("/") or "console.html"
+        kind = _STATIC[name.rpartition(".")[2]]
+        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        return Response(body, media_type=kind, headers=_STATIC_HEADERS)
+
+    async def _task_json(self, record: SessionRecord) -> dict[str, Any]:
+        artifacts = await self._artifacts(record)
+        return {
+            "task_id": record.id,
+            "input": record.goal,
+            "additional_input": {},
+            "artifacts": [_artifact_json(a) for a in artifacts],
+            "status": self.tasks.status(record),
+            "result": record.result if record.status in ENDED else None,
+            "created_at": record.created_at,
+        }
+
+    async def create_task(self, request: Request, owner: str | None) -> Response:
+        text, extra = self._input_fields(await self._json(request))
+        if text is None or not text.strip():
+            raise TaskError(422, "input: the task's goal is missing; give it as 'input'")
+        autonomous = extra.get("autonomous", False)
+        continuous = extra.get("continuous", False)
+        for name, value in (("autonomous", autonomous), ("continuous", continuous)):
+            if not isinstance(value, bool):
+                raise TaskError(422, f"additional_input.{name}: must be true or false")
+        if autonomous and len(self.tasks.live) >= self.tasks.max_sessions:
+            raise TaskError(
+                503, "this server runs as many tasks as it may; try again shortly", retry_after=5
+            )
+        task_id = await self.tasks.create(text, owner, continuous=continuous)
+        record = await self.store.get_session(task_id)
+        if autonomous:
+            await self.tasks.start(record, "auto")
+        return JSONResponse(await self._task_json(record))
+
+    async def list_tasks(self, request: Request, owner: str | None) -> Response:
+        page, size = self._paging(request)
+        records, total = await self.tasks.list(owner, offset=(page - 1) * size, limit=size)
+        tasks = [await self._task_json(r) for r in records]
+        return JSONResponse({"tasks": tasks, "pagination": self._pagination(total, page, size)})
+
+    async def get_task(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        return JSONResponse(await self._task_json(record))
+
+    async def run_task(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        async with self.tasks.lock(record.id):
+            await self.tasks.start(record, "auto")
+        return JSONResponse(await self._task_json(await self.store.get_session(record.id)))
+
+    async def cancel_task(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        live = self.tasks.live.get(record.id)
+        if live is None:
+            raise TaskError(409, f"task {record.id} is not running")
+        woken = self.tasks.notifier.event(record.id)
+        self.tasks.cancel(record.id)
+        while not live.ended:
+            await woken.wait()
+            woken = self.tasks.notifier.event(record.id)
+        return JSONResponse(await self._task_json(await self.store.get_session(record.id)))
+
+    # -- steps ----------------------------------------------------------------------
+
+    async def execute_step(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        text, extra = self._input_fields(await self._json(request))
+        reply: Any = text
+        if "decision" in extra:
+            reply = {"decision": extra["decision"], "reason": extra.get("reason")}
+        live, cycle, completed = await self.tasks.step(record, reply)
+        if live is not None and live.pending is not None and not completed:
+            return JSONResponse(self._pending_step(record.id, live.pending, text))
+        cycles = await self.store.load_cycles(record.id, after=max(cycle - 1, 0))
+        record = await self.store.get_session(record.id)
+        ended = live is None and record.status in ENDED
+        if not cycles or not completed:
+            # The task ended (or stopped) without completing a cycle in this step.
+            return JSONResponse(await self._end_step(record, cycles, text, ended))
+        step = await self._step_json(record, cycles[-1], is_last=ended, given=text)
+        return JSONResponse(step)
+
+    def _pending_step(self, task_id: str, pending: Any, given: str | None) -> dict[str, Any]:
+        if pending.kind == "confirmation":
+            data = pending.data
+            output = (
+                f"Waiting for your confirmation: command {data['command']} of plugin "
+                f"{data['plugin']} needs {', '.join(data['missing_permissions'])}, which is not "
+                f"granted. Arguments: {json.dumps(data['arguments'], ensure_ascii=False)}. "
+                "Answer with the next step's input: 'approve', 'always' or 'deny'."
+            )
+        else:
+            output = (
+                f"The agent asks: {pending.data['question']} (answer with the next step's input)"
+            )
+        return {
+            "task_id": task_id,
+            "step_id": str(pending.cycle),
+            "name": pending.data.get("command") or "question",
+            "status": "running",
+            "input": given,
+            "additional_input": {},
+            "output": output,
+            "additional_output": {"waiting_for": pending.json()},
+            "artifacts": [],
+            "is_last": False,
+        }
+
+    async def _end_step(
+        self, record: SessionRecord, cycles: list[CycleRecord], given: str | None, ended: bool
+    ) -> dict[str, Any]:
+        if cycles:
+            return await self._step_json(record, cycles[-1], is_last=ended, given=given)
+        done = await self.store.last_completed_cycle(record.id)
+        status = self.tasks.status(record)
+        return {
+            "task_id": record.id,
+            "step_id": str(done + 1),
+            "name": None,
+            "status": "completed",
+            "input": given,
+            "additional_input": {},
+            "output": record.result or f"the task stopped ({status})",
+            "additional_output": {"task_status": status},
+            "artifacts": [],
+            "is_last": ended,
+        }
+
+    async def _step_json(
+        self, record: SessionRecord, cycle: CycleRecord, *, is_last: bool, given: str | None
+    ) -> dict[str, Any]:
+        artifacts = [a for a in await self._artifacts(record) if a.cycle == cycle.number]
+        plan = cycle.plan if isinstance(cycle.plan, dict) else {}
+        command = cycle.command if isinstance(cycle.command, dict) else None
+        result = cycle.result if isinstance(cycle.result, dict) else None
+        lines = [str(plan.get("text") or "").strip()]
+        if command is not None:
+            args = json.dumps(command.get("arguments", {}), ensure_ascii=False, sort_keys=True)
+            lines.append(f"{command.get('command')}({args})")
+        if result is not None:
+            lines.append(
+                f"-> {result.get('output')}"
+                if result.get("ok")
+                else f"-> Error: {result.get('error')}"
+            )
+        elif plan.get("error"):
+            lines.append(f"-> {plan['error']}")
+        return {
+            "task_id": record.id,
+            "step_id": str(cycle.number),
+            "name": command.get("command") if command else None,
+            "status": "completed",
+            "input": given,
+            "additional_input": {},
+            "output": "\n".join(line for line in lines if line),
+            "additional_output": {
+                "thought": plan.get("text"),
+                "command": command,
+                "result": result,
+                "usage": dict(cycle.usage),
+            },
+            "artifacts": [_artifact_json(a) for a in artifacts],
+            "is_last": is_last,
+        }
+
+    async def list_steps(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        page, size = self._paging(request)
+        cycles = await self.store.load_cycles(record.id)
+        ended = record.status in ENDED and record.id not in self.tasks.live
+        chosen = cycles[(page - 1) * size : page * size]
+        steps = [
+            await self._step_json(
+                record, c, is_last=ended and c.number == cycles[-1].number, given=None
+            )
+            for c in chosen
+        ]
+        return JSONResponse(
+            {"steps": steps, "pagination": self._pagination(len(cycles), page, size)}
+        )
+
+    async def get_step(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        step_id = request.path_params["step_id"]
+        number = int(step_id) if step_id.isdigit() and len(step_id) < 10 else 0
+        cycles = await self.store.load_cycles(record.id, after=max(number - 1, 0)) if number else []
+        if not cycles or cycles[0].number != number:
+            raise TaskError(404, f"task {record.id} has no step with id {step_id!r}")
+        last = await self.store.last_completed_cycle(record.id)
+        ended = record.status in ENDED and record.id not in self.tasks.live
+        return JSONResponse(
+            await self._step_json(record, cycles[0], is_last=ended and number == last, given=None)
+        )
+
+    # -- artifacts ------------------------------------------------------------------
+
+    async def _artifacts(self, record: SessionRecord) -> list[ArtifactRecord]:
+        """The task's artifacts, after recording the files the agent made since the last
+        look (credited to the last completed cycle)."""
+        known = await self._all_artifacts(record.id)
+        paths = {a.relative_path for a in known}
+
+        def scan() -> list[str]:
+            try:
+                names = Workspace(record.workspace, create=False).list_dir(
+                    recursive=True, limit=2000
+                )
+            except WorkspaceError:
+                return []
+            # Regular files only: a link (even one inside) is no artifact of the task.
+            return [
+                n
+                for n in names
+                if not n.endswith(("/", ".autogpt-tmp"))
+                and stat.S_ISREG(os.lstat(record.workspace / n).st_mode)
+            ]
+
+        new = [n for n in await trio.to_thread.run_sync(scan) if n not in paths]
+        if new:
+            cycle = await self.store.last_completed_cycle(record.id)
+            for name in new:
+                known.append(
+                    await self.store.add_artifact(
+                        record.id, name, agent_created=True, cycle=cycle or None
+                    )
+                )
+        return known
+
+    async def _all_artifacts(self, task_id: str) -> list[ArtifactRecord]:
+        found: list[ArtifactRecord] = []
+        while True:
+            page = await self.store.list_artifacts(task_id, offset=len(found), limit=500)
+            found.extend(page.items)
+            if not page.items or len(found) >= page.total:
+                return found
+
+    async def list_artifacts(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        page, size = self._paging(request)
+        artifacts = await self._artifacts(record)
+        chosen = artifacts[(page - 1) * size : page * size]
+        return JSONResponse(
+            {
+                "artifacts": [_artifact_json(a) for a in chosen],
+                "pagination": self._pagination(len(artifacts), page, size),
+            }
+        )
+
+    async def upload_artifact(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            raise TaskError(422, "file: send the artifact as multipart/form-data with a 'file'")
+        try:
+            form = await request.form(max_files=1, max_fields=10)
+        except HTTPException as exc:
+            raise TaskError(422, f"the form cannot be read: {exc.detail}") from None
+        try:
+            path, data = await _uploaded(form)
+        finally:
+            await form.close()
+        workspace = Workspace(record.workspace)
+        try:
+            await trio.to_thread.run_sync(workspace.write_bytes, path, data)
+            relative = workspace.relative(path)
+        except WorkspaceError as exc:
+            raise TaskError(422, f"relative_path: {exc}") from None
+        artifact = await self.store.add_artifact(record.id, relative, agent_created=False)
+        return JSONResponse(_artifact_json(artifact))
+
+    async def download_artifact(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        artifact_id = request.path_params["artifact_id"]
+        artifact = await self.store.get_artifact(record.id, artifact_id)
+        if artifact is None:
+            raise TaskError(404, f"task {record.id} has no artifact with id {artifact_id!r}")
+        workspace = Workspace(record.workspace, create=False)
+        try:
+            data = await trio.to_thread.run_sync(
+                lambda: workspace.read_bytes(artifact.relative_path, max_bytes=MAX_DOWNLOAD)
+            )
+        except WorkspaceError as exc:
+            raise TaskError(404, f"artifact {artifact_id} cannot be read: {exc}") from None
+        quoted = artifact.file_name.replace("\\", "_").replace('"', "_")
+        return Response(
+            data,
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{quoted}"'},
+        )
+
+    # -- live -----------------------------------------------------------------------
+
+    async def list_pending(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        live = self.tasks.live.get(record.id)
+        pending = [live.pending.json()] if live is not None and live.pending is not None else []
+        return JSONResponse({"pending": pending})
+
+    async def answer(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        body = await self._json(request)
+        live = self.tasks.live.get(record.id)
+        if live is None:
+            raise TaskError(404, f"task {record.id} is not running, so it waits on nothing")
+        pending = live.pending
+        self.tasks.answer(live, request.path_params["pending_id"], body)
+        assert pending is not None
+        return JSONResponse({"answered": pending.json()})
+
+    async def events(self, request: Request, owner: str | None) -> Response:
+        record = await self.tasks.get(request.path_params["task_id"], owner)
+        given = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        try:
+            after = int(given)
+        except ValueError:
+            raise TaskError(422, "Last-Event-ID: must be the id of an event") from None
+        return StreamingResponse(
+            self._stream(record.id, max(after, 0)),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self, task_id: str, after: int) -> AsyncIterator[str]:
+        """The task's stored events after ``after`` (each with its id, to resume from),
+        what it waits on as it starts waiting, and ``finished`` once it ended."""
+        shown = None
+        yield "retry: 2000\n\n"
+        while not self.tasks.closing:
+            woken = self.tasks.notifier.event(task_id)
+            events = await self.store.list_events(task_id, after_id=after, limit=500)
+            for event in events:
+                after = event.id
+                data = {"cycle": event.cycle, "timestamp": event.timestamp, **event.data}
+                yield _sse(event.kind, data, event_id=after)
+            if events:
+                continue
+            live = self.tasks.live.get(task_id)
+            pending = live.pending if live is not None else None
+            if pending is not None and pending is not shown:
+                shown = pending
+                yield _sse(f"{pending.kind}_needed", pending.json())
+            if live is None:
+                record = await self.store.get_session(task_id)
+                if record.status in ENDED:
+                    yield _sse("finished", {"status": str(record.status), "result": record.result})
+                    return
+            with trio.move_on_after(KEEPALIVE_SECONDS) as idle:
+                await woken.wait()
+            if idle.cancelled_caught:
+                yield ": keep-alive\n\n"
+
+
+async def _uploaded(form: Any) -> tuple[str, bytes]:
+    """The workspace path and content of an upload form (``file``, ``relative_path``)."""
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise TaskError(422, "file: missing; send the artifact's content as the 'file' part")
+    directory = form.get("relative_path") or ""
+    if not isinstance(directory, str):
+        raise TaskError(422, "relative_path: must be text")
+    name = upload.filename or ""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise TaskError(
+            422,
+            f"file: the part's file name {name!r} is not a plain file name; name the file "
+            "(like notes.txt) and give its directory as relative_path",
+        )
+    if directory.startswith(("/", "\\")) or "\\" in directory:
+        raise TaskError(
+            422,
+            f"relative_path: {directory!r} must be a directory inside the task's workspace, "
+            "written with '/', like data/in",
+        )
+    directory = directory.strip("/")
+    return (posixpath.join(directory, name) if directory else name), await upload.read()
+
+
+def _sse(kind: str, data: Mapping[str, Any], *, event_id: int | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return f"{head}event: {kind}\ndata: {body}\n\n"
+
+
+def _artifact_json(artifact: ArtifactRecord) -> dict[str, Any]:
+    directory = posixpath.dirname(artifact.relative_path)
+    return {
+        "artifact_id": artifact.id,
+        "agent_created": artifact.agent_created,
+        "file_name": artifact.file_name,
+        "relative_path": directory,
+    }
+
+
+_STATIC = {
+    "html": "text/html; charset=utf-8",
+    "js": "text/javascript; charset=utf-8",
+    "css": "text/css; charset=utf-8",
+}
+# The page runs its own script and nothing else: no inline script, no other origin.
+_STATIC_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+__all__ = ["Api", "Limits", "SessionStatus"]

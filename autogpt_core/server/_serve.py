@@ -1,0 +1,120 @@
+"""Run the HTTP server inside the runtime: one structured-concurrency tree.
+
+``serve`` opens the runtime, a nursery for the tasks, and hypercorn's trio worker in that
+same nursery. Stopping (``ServerHandle.stop``, or SIGINT/SIGTERM in ``autogpt serve``):
+hypercorn stops accepting; every live task finishes the cycle it is in and parks before
+its next one (a task waiting on a person is parked at once; nothing of it is lost, a
+later step or ``…/run`` continues it); past ``drain_seconds`` the rest are cancelled,
+which saves them as interrupted at their last completed cycle; event streams close.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from .._config import Config
+from .._errors import ConfigError
+from ..agent._options import RunOptions
+from ..agent._runtime import Runtime
+from ._app import Api, Limits
+from ._auth import Tokens, load_tokens
+from ._tasks import Tasks
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+
+
+@attrs.frozen
+class ServeOptions:
+    """How ``autogpt serve`` serves: where, for whom, and its limits."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    auth: bool = True
+    max_sessions: int = 100
+    idle_seconds: float = 300.0
+    approval_seconds: float | None = None
+    body_bytes: int = 1024 * 1024
+    upload_bytes: int = 50 * 1024 * 1024
+    drain_seconds: float = 30.0
+
+
+@attrs.define(eq=False)
+class ServerHandle:
+    """A running server: where it listens, its tokens, its tasks; ``stop()`` stops it."""
+
+    urls: list[str]
+    tokens: Tokens | None
+    tasks: Tasks
+    runtime: Runtime
+    stopping: trio.Event
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve(
+    config: Config,
+    options: ServeOptions,
+    run_options: RunOptions | None = None,
+    *,
+    pm_factory: Callable[[], Any] | None = None,
+    task_status: trio.TaskStatus[ServerHandle] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until stopped; ``task_status.started`` gets the ``ServerHandle``."""
+    import hypercorn.config
+    import hypercorn.trio
+
+    if not options.auth and not is_loopback(options.host):
+        raise ConfigError(
+            f"--no-auth serves anyone who reaches {options.host}: it is allowed on loopback "
+            "only (--host 127.0.0.1); elsewhere use tokens (docs/server.md#tokens)"
+        )
+    tokens = load_tokens(config.server_tokens, config.data_dir) if options.auth else None
+    runtime_kwargs: dict[str, Any] = {} if pm_factory is None else {"pm_factory": pm_factory}
+    async with Runtime(config, **runtime_kwargs) as runtime:
+        if tokens is not None:
+            runtime.redactor.add(tokens.values)
+        async with trio.open_nursery() as nursery:
+            tasks = Tasks(
+                runtime,
+                nursery,
+                base=run_options or RunOptions(),
+                max_sessions=options.max_sessions,
+                idle_seconds=options.idle_seconds,
+                approval_seconds=options.approval_seconds,
+            )
+            api = Api(tasks, tokens, Limits(options.body_bytes, options.upload_bytes))
+            hconfig = hypercorn.config.Config()
+            host = f"[{options.host}]" if ":" in options.host else options.host
+            hconfig.bind = [f"{host}:{options.port}"]
+            hconfig.graceful_timeout = options.drain_seconds + 5.0
+            hconfig.accesslog = None  # requests carry tokens; nothing of them is logged
+            stopping = trio.Event()
+            urls: list[str] = await nursery.start(
+                functools.partial(
+                    hypercorn.trio.serve,
+                    api.app(),  # type: ignore[arg-type]  # Starlette's ASGI types are looser
+                    hconfig,
+                    shutdown_trigger=stopping.wait,
+                )
+            )
+            task_status.started(ServerHandle(urls, tokens, tasks, runtime, stopping))
+            await stopping.wait()
+            # hypercorn stops accepting now, and waits for the requests in flight.
+            await tasks.drain(options.drain_seconds)
+        # hypercorn has returned: every connection is closed; the nursery is done.
