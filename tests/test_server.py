@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from autogpt_core.cli._cli_run import DEMO_GOAL, demo_recording
 
-from .serverkit import API, WRITE_AND_FINISH, conforms, recording, running, sse_events
+from .clirun import cli_env
+from .serverkit import API, TOKENS, WRITE_AND_FINISH, conforms, recording, running, sse_events
 
 
 def _step(client: httpx.Client, task_id: str, body: dict | None = None) -> dict:
@@ -322,3 +331,198 @@ def test_a_restarted_server_lists_the_same_tasks_and_continues_them(tmp_path: Pa
             if line.startswith("data: ")
         ]
         assert commands == ["write_file", "remember", "recall", "finish"]
+
+
+def test_fifty_clients_step_fifty_tasks_at_once_and_nothing_crosses(tmp_path: Path) -> None:
+    """50 clients, each stepping its own task to the end at the same time: every task
+    completes, and each one's steps and events are its own."""
+    with running(tmp_path, demo_recording()) as server, server.client() as client:
+        goals = [f"{DEMO_GOAL} (task {i})" for i in range(50)]
+        ids = [_task(client, goal)["task_id"] for goal in goals]
+
+        def drive(task_id: str) -> list[dict]:
+            with server.client() as own:
+                steps = []
+                while not (steps and steps[-1]["is_last"]):
+                    steps.append(_step(own, task_id))
+                    assert len(steps) <= 4
+                return steps
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=50) as pool:
+            results = list(pool.map(drive, ids))
+        for task_id, goal, steps in zip(ids, goals, results, strict=True):
+            assert {s["task_id"] for s in steps} == {task_id}
+            assert [s["step_id"] for s in steps] == ["1", "2", "3", "4"]
+            events = client.get(f"{API}/{task_id}/events").text
+            starts = [
+                json.loads(line[6:])
+                for block in events.split("\n\n")
+                if "event: session_start" in block
+                for line in block.splitlines()
+                if line.startswith("data: ")
+            ]
+            assert [s["goal"] for s in starts] == [goal]
+            assert starts[0]["workspace"].endswith(task_id)
+            for other in ids:
+                if other != task_id:
+                    assert other not in events
+            task = client.get(f"{API}/{task_id}").json()
+            assert task["status"] == "finished"
+            assert [a["file_name"] for a in task["artifacts"]] == ["haiku.txt"]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_BODIES = st.one_of(
+    _JSON,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "input": st.none() | st.text(max_size=30) | _JSON,
+            "additional_input": st.none()
+            | st.fixed_dictionaries(
+                {}, optional={"continuous": st.booleans() | _JSON, "other": _JSON}
+            )
+            | _JSON,
+        },
+    ),
+)
+
+
+def _valid_task_request(body: object) -> bool:
+    if not isinstance(body, dict):
+        return False
+    goal = body.get("input")
+    extra = body.get("additional_input")
+    if not (isinstance(goal, str) and goal.strip()):
+        return False
+    if extra is None:
+        return True
+    if not isinstance(extra, dict):
+        return False
+    return all(isinstance(extra.get(k, False), bool) for k in ("autonomous", "continuous"))
+
+
+def test_any_json_body_gets_a_task_or_a_422_naming_the_problem(tmp_path: Path) -> None:
+    """Whatever JSON a client sends to create a task: a valid request makes a task that
+    conforms to the spec; anything else is a 422 with a message; never a 500."""
+    with running(tmp_path, demo_recording()) as server, server.client() as client:
+
+        @given(body=_BODIES)
+        @settings(max_examples=150)
+        def check(body: object) -> None:
+            response = client.post(API, content=json.dumps(body))
+            if _valid_task_request(body):
+                assert response.status_code == 200, (body, response.text)
+                conforms("Task", response.json())
+                assert response.json()["input"] == body["input"]  # type: ignore[index]
+            else:
+                assert response.status_code == 422, (body, response.text)
+                assert set(response.json()) == {"message"}
+                assert response.json()["message"]
+
+        check()
+
+
+def test_any_step_input_is_answered_or_refused_by_name(tmp_path: Path) -> None:
+    """Whatever a client sends as a step's body to a task waiting for consent: a 422 that
+    says what is wanted, or an answer; the task keeps waiting until it is answered."""
+    replay = recording(tmp_path / "r.json", *WRITE_AND_FINISH)
+    with running(tmp_path, replay, grant=["fs.read"]) as server, server.client() as client:
+        task_id = _task(client, "write out.txt")["task_id"]
+        assert _step(client, task_id)["status"] == "running"
+        answers = {"approve", "approved", "yes", "y", "allow", "ok", "always", "deny"}
+        answers |= {"denied", "no", "n", "refuse", "reject"}
+
+        @given(body=_BODIES)
+        @settings(max_examples=100)
+        def check(body: object) -> None:
+            text = body.get("input") if isinstance(body, dict) else None
+            extra = body.get("additional_input") if isinstance(body, dict) else None
+            shaped = isinstance(body, dict) and (text is None or isinstance(text, str))
+            shaped = shaped and (extra is None or isinstance(extra, dict))
+            assume(not (shaped and isinstance(text, str) and text.strip().lower() in answers))
+            response = client.post(f"{API}/{task_id}/steps", content=json.dumps(body))
+            assert response.status_code == 422, (body, response.text)
+            assert set(response.json()) == {"message"}
+            assert response.json()["message"]
+
+        check()
+        assert client.get(f"{API}/{task_id}").json()["status"] == "waiting"
+        done = _step(client, task_id, {"input": " Approve "})
+        assert done["additional_output"]["result"]["ok"] is True
+
+
+def _serve_process(tmp_path: Path, replay: Path) -> tuple[subprocess.Popen[str], str]:
+    env = cli_env(tmp_path, AUTOGPT_TOKEN=TOKENS["alice"])
+    (tmp_path / "config.yaml").write_text(
+        "plugins: {settings: {llm_replay: {strict: false}}}\n", "utf-8"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autogpt_core", "serve", "--port", "0", "--llm", f"replay:{replay}"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if "listening on" in line:
+            return process, line.split("listening on ")[1].split()[0]
+    raise AssertionError(f"autogpt serve did not start: {process.stderr.read()}")  # type: ignore[union-attr]
+
+
+def test_sigterm_during_steps_loses_nothing_and_runs_no_command_twice(tmp_path: Path) -> None:
+    """SIGTERM while 10 clients step 10 tasks: the server stops with exit 0; a new server on
+    the same data continues every task to its end; each task's file has every line once."""
+    lines = [("append_file", {"path": "log.txt", "content": f"line {i}\n"}) for i in range(8)]
+    replay = recording(tmp_path / "r.json", *lines, ("finish", {"result": "done"}))
+    headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
+    process, url = _serve_process(tmp_path, replay)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+            ids = [_task(client, f"log {i}")["task_id"] for i in range(10)]
+            stepped = threading.Semaphore(0)
+
+            def drive(task_id: str) -> None:
+                with httpx.Client(base_url=url, headers=headers, timeout=60) as own:
+                    with contextlib.suppress(httpx.HTTPError):
+                        while own.post(f"{API}/{task_id}/steps", json={}).status_code == 200:
+                            stepped.release()
+
+            workers = [threading.Thread(target=drive, args=(i,)) for i in ids]
+            for worker in workers:
+                worker.start()
+            for _ in range(15):
+                assert stepped.acquire(timeout=60)
+            process.send_signal(signal.SIGTERM)
+            for worker in workers:
+                worker.join(60)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        assert "stopped; every task was saved" in err
+        assert "Traceback" not in err
+    finally:
+        process.kill()
+        process.wait()
+
+    process, url = _serve_process(tmp_path, replay)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+            for task_id in ids:
+                steps = []
+                while not (steps and steps[-1]["is_last"]):
+                    steps.append(_step(client, task_id))
+                    assert len(steps) <= 9
+                listed = client.get(f"{API}/{task_id}/steps", params={"page_size": 20}).json()
+                assert [s["step_id"] for s in listed["steps"]] == [str(n) for n in range(1, 10)]
+                log = (tmp_path / "data" / "workspaces" / task_id / "log.txt").read_text()
+                assert log == "".join(f"line {i}\n" for i in range(8))
+    finally:
+        process.terminate()
+        process.communicate(timeout=60)

@@ -10,7 +10,6 @@ which saves them as interrupted at their last completed cycle; event streams clo
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,8 @@ from ._auth import Tokens, load_tokens
 from ._tasks import Tasks
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
+#: After the tasks have stopped: how long responses in flight may take to go out.
+CLOSE_SECONDS = 2.0
 
 
 @attrs.frozen
@@ -105,16 +106,28 @@ async def serve(
             hconfig.graceful_timeout = options.drain_seconds + 5.0
             hconfig.accesslog = None  # requests carry tokens; nothing of them is logged
             stopping = trio.Event()
-            urls: list[str] = await nursery.start(
-                functools.partial(
-                    hypercorn.trio.serve,
-                    api.app(),  # type: ignore[arg-type]  # Starlette's ASGI types are looser
-                    hconfig,
-                    shutdown_trigger=stopping.wait,
-                )
-            )
+            http_scope = trio.CancelScope()
+            http_done = trio.Event()
+
+            async def run_http(task_status: trio.TaskStatus[list[str]]) -> None:
+                with http_scope:
+                    await hypercorn.trio.serve(
+                        api.app(),  # type: ignore[arg-type]  # Starlette's ASGI types are looser
+                        hconfig,
+                        shutdown_trigger=stopping.wait,
+                        task_status=task_status,
+                    )
+                http_done.set()
+
+            urls: list[str] = await nursery.start(run_http)
             task_status.started(ServerHandle(urls, tokens, tasks, runtime, stopping))
             await stopping.wait()
-            # hypercorn stops accepting now, and waits for the requests in flight.
+            # hypercorn stops accepting now and lets the requests in flight finish; the
+            # tasks stop at their next safe point, which ends the steps waiting on them.
             await tasks.drain(options.drain_seconds)
+            # Every task is stopped and every stream told to end: what is left are
+            # connections hypercorn keeps open; give responses a moment to go out.
+            with trio.move_on_after(CLOSE_SECONDS):
+                await http_done.wait()
+            http_scope.cancel()
         # hypercorn has returned: every connection is closed; the nursery is done.
