@@ -1,0 +1,171 @@
+"""``autogpt serve``'s trust model: where tokens come from, who sees what, what is masked,
+and what an unattended task may do."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import trio
+
+from autogpt_core._config import Config
+from autogpt_core._errors import ConfigError
+from autogpt_core.server._auth import MIN_TOKEN_LENGTH, TOKEN_FILE, load_tokens
+from autogpt_core.server._serve import ServeOptions, is_loopback, serve
+
+from .clirun import autogpt, cli_env
+from .serverkit import API, WRITE_AND_FINISH, recording, running, sse_events
+
+
+def test_a_token_file_is_made_once_for_its_owner_only(tmp_path: Path) -> None:
+    first = load_tokens({}, tmp_path / "data", environ={})
+    path = tmp_path / "data" / TOKEN_FILE
+    assert first.created is not None
+    assert len(first.created) >= MIN_TOKEN_LENGTH
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert first.name_of(first.created) == "default"
+    again = load_tokens({}, tmp_path / "data", environ={})
+    assert again.created is None  # printed once, at the first start only
+    assert again.name_of(first.created) == "default"
+    assert again.name_of(first.created + "x") is None
+    assert again.name_of("") is None
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    load_tokens({}, tmp_path, environ={})
+    (tmp_path / TOKEN_FILE).chmod(0o644)
+    with pytest.raises(ConfigError, match=r"can be read by others .*chmod 600"):
+        load_tokens({}, tmp_path, environ={})
+
+
+def test_configured_tokens_come_from_their_variables_and_win(tmp_path: Path) -> None:
+    environ = {"A_TOKEN": "a" * 20, "B_TOKEN": "b" * 20, "AUTOGPT_TOKEN": "c" * 20}
+    tokens = load_tokens({"alice": "A_TOKEN", "bob": "B_TOKEN"}, tmp_path, environ=environ)
+    assert tokens.name_of("a" * 20) == "alice"
+    assert tokens.name_of("b" * 20) == "bob"
+    assert tokens.name_of("c" * 20) is None
+    assert not (tmp_path / TOKEN_FILE).exists()
+    assert repr(tokens).count("a" * 20) == 0  # no token in a repr (or a log of one)
+    with pytest.raises(ConfigError, match=r"server\.tokens\.bob reads .*B_TOKEN.* not set"):
+        load_tokens({"alice": "A_TOKEN", "bob": "B_TOKEN"}, tmp_path, environ={"A_TOKEN": "a" * 20})
+    with pytest.raises(ConfigError, match=r"\$AUTOGPT_TOKEN is 5 characters long, too short"):
+        load_tokens({}, tmp_path, environ={"AUTOGPT_TOKEN": "short"})
+
+
+def test_the_config_names_variables_never_tokens(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(
+        "server: {tokens: {alice: 'sk-not-a-variable-name!'}}\n", "utf-8"
+    )
+    result = autogpt("config", env=cli_env(tmp_path))
+    assert result.returncode == 2
+    assert "server.tokens.alice" in result.stderr
+    assert "is not the name of an environment variable" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.9.9.9", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.4", False),
+        ("example.org", False),
+    ],
+)
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+async def test_no_auth_is_refused_off_loopback(tmp_path: Path) -> None:
+    config = Config(path=tmp_path / "config.yaml", data_dir=tmp_path / "data")
+    with pytest.raises(ConfigError, match="--no-auth .* loopback only"):
+        await serve(config, ServeOptions(host="0.0.0.0", port=0, auth=False))
+    assert not (tmp_path / "data").exists()
+
+
+def test_no_auth_on_loopback_serves_without_a_token(tmp_path: Path) -> None:
+    with running(tmp_path, recording(tmp_path / "r.json"), auth=False) as server:
+        with server.client(None) as client:
+            assert client.get(API).status_code == 200
+            assert client.post(API, json={"input": "hi"}).status_code == 200
+
+
+def test_secrets_are_masked_in_responses_and_events(tmp_path: Path) -> None:
+    """A secret from the environment, in a goal and in a command's arguments and output,
+    reaches no response and no event."""
+    secret = "sk-live-0123456789abcdefSECRET"
+    os.environ["SERVICE_API_KEY"] = secret
+    try:
+        replay = recording(
+            tmp_path / "r.json",
+            ("write_file", {"path": "key.txt", "content": f"key={secret}"}),
+            ("read_file", {"path": "key.txt"}),
+            ("finish", {"result": f"the key is {secret}"}),
+        )
+        with running(tmp_path, replay) as server, server.client() as client:
+            task = client.post(API, json={"input": f"use {secret}"}).json()
+            seen = [str(task)]
+            for _ in range(3):
+                seen.append(client.post(f"{API}/{task['task_id']}/steps", json={}).text)
+            seen.append(client.get(f"{API}/{task['task_id']}/steps").text)
+            seen.append(client.get(f"{API}/{task['task_id']}").text)
+            seen.append(client.get(f"{API}/{task['task_id']}/events").text)
+            joined = "\n".join(seen)
+            assert secret not in joined
+            assert "***" in joined
+    finally:
+        del os.environ["SERVICE_API_KEY"]
+
+
+def test_an_autonomous_confirmation_nobody_answers_is_refused(tmp_path: Path) -> None:
+    replay = recording(tmp_path / "r.json", *WRITE_AND_FINISH)
+    with (
+        running(tmp_path, replay, grant=["fs.read"], approval_seconds=0.5) as server,
+        server.client() as client,
+    ):
+        task_id = client.post(
+            API, json={"input": "write", "additional_input": {"autonomous": True}}
+        ).json()["task_id"]
+        with client.stream("GET", f"{API}/{task_id}/events") as stream:
+            events = [(kind, data) for _, kind, data in sse_events(stream)]
+        kinds = [kind for kind, _ in events]
+        assert "confirmation_needed" in kinds
+        (confirmation,) = [data for kind, data in events if kind == "confirmation"]
+        assert confirmation["approved"] is False
+        assert confirmation["reason"] == "nobody answered"
+        assert not (server.data_dir / "workspaces" / task_id / "out.txt").exists()
+        assert events[-1][1]["status"] == "finished"
+
+
+def test_a_continuous_task_refuses_without_asking(tmp_path: Path) -> None:
+    replay = recording(tmp_path / "r.json", *WRITE_AND_FINISH)
+    with running(tmp_path, replay, grant=["fs.read"]) as server, server.client() as client:
+        task_id = client.post(
+            API,
+            json={"input": "write", "additional_input": {"autonomous": True, "continuous": True}},
+        ).json()["task_id"]
+        with client.stream("GET", f"{API}/{task_id}/events") as stream:
+            events = [(kind, data) for _, kind, data in sse_events(stream)]
+        kinds = [kind for kind, _ in events]
+        assert "confirmation_needed" not in kinds
+        (result,) = [d for k, d in events if k == "result" and d["command"] == "write_file"]
+        assert result["ok"] is False
+        assert not (server.data_dir / "workspaces" / task_id / "out.txt").exists()
+
+
+async def test_the_server_and_its_sessions_share_one_nursery(tmp_path: Path) -> None:
+    """serve() runs under the caller's trio: started with nursery.start, it reports where
+    it listens; stopping it returns, with no task left running."""
+    config = Config(path=tmp_path / "config.yaml", data_dir=tmp_path / "data")
+    async with trio.open_nursery() as nursery:
+        handle = await nursery.start(serve, config, ServeOptions(port=0, auth=False))
+        assert handle.urls[0].startswith("http://127.0.0.1:")
+        handle.stop()
+    assert handle.tasks.live == {}
+    assert handle.tasks.closing is True
