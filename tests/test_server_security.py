@@ -13,7 +13,8 @@ import trio
 from autogpt_core._config import Config
 from autogpt_core._errors import ConfigError
 from autogpt_core.server._auth import MIN_TOKEN_LENGTH, TOKEN_FILE, load_tokens
-from autogpt_core.server._serve import ServeOptions, is_loopback, serve
+from autogpt_core.server._hosts import is_loopback
+from autogpt_core.server._serve import ServeOptions, serve
 
 from .clirun import autogpt, cli_env
 from .serverkit import API, WRITE_AND_FINISH, recording, running, sse_events
@@ -169,3 +170,25 @@ async def test_the_server_and_its_sessions_share_one_nursery(tmp_path: Path) -> 
         handle.stop()
     assert handle.tasks.live == {}
     assert handle.tasks.closing is True
+
+
+def test_requests_from_other_sites_are_refused(tmp_path: Path) -> None:
+    """A page of another site cannot post to the server (CSRF), with or without tokens;
+    without tokens, a Host that is not a loopback name (DNS rebinding) is refused too."""
+    replay = recording(tmp_path / "r.json")
+    with running(tmp_path, replay, auth=False) as server, server.client(None) as client:
+        own = server.url
+        assert client.post(API, json={"input": "x"}, headers={"Origin": own}).status_code == 200
+        for origin in ("http://evil.example", "null", own.replace("127.0.0.1", "localhost")):
+            refused = client.post(API, json={"input": "x"}, headers={"Origin": origin})
+            assert refused.status_code == 403, origin
+            assert "refused" in refused.json()["message"]
+        rebound = client.get(API, headers={"Host": "evil.example"})
+        assert rebound.status_code == 403
+        assert "only loopback names" in rebound.json()["message"]
+        assert client.get(API, headers={"Host": "localhost"}).status_code == 200
+    with running(tmp_path, replay) as server, server.client() as client:
+        refused = client.post(API, json={"input": "x"}, headers={"Origin": "http://evil.example"})
+        assert refused.status_code == 403
+        # With tokens, any Host will do (a proxy's name, say): the token is the check.
+        assert client.get(API, headers={"Host": "agents.example"}).status_code == 200

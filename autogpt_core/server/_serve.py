@@ -10,7 +10,6 @@ which saves them as interrupted at their last completed cycle; event streams clo
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +22,10 @@ from ..agent._options import RunOptions
 from ..agent._runtime import Runtime
 from ._app import Api, Limits
 from ._auth import Tokens, load_tokens
+from ._hosts import is_loopback
+from ._origin import SameOrigin
 from ._tasks import Tasks
 
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 #: After the tasks have stopped: how long responses in flight may take to go out.
 CLOSE_SECONDS = 2.0
 
@@ -57,15 +57,6 @@ class ServerHandle:
 
     def stop(self) -> None:
         self.stopping.set()
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 async def serve(
@@ -106,13 +97,14 @@ async def serve(
             hconfig.graceful_timeout = options.drain_seconds + 5.0
             hconfig.accesslog = None  # requests carry tokens; nothing of them is logged
             stopping = trio.Event()
+            app = SameOrigin(api.app(), loopback_hosts_only=not options.auth)
             http_scope = trio.CancelScope()
             http_done = trio.Event()
 
             async def run_http(task_status: trio.TaskStatus[list[str]]) -> None:
                 with http_scope:
                     await hypercorn.trio.serve(
-                        api.app(),  # type: ignore[arg-type]  # Starlette's ASGI types are looser
+                        app,  # type: ignore[arg-type]  # Starlette's ASGI types are looser
                         hconfig,
                         shutdown_trigger=stopping.wait,
                         task_status=task_status,
