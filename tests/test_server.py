@@ -526,3 +526,41 @@ def test_sigterm_during_steps_loses_nothing_and_runs_no_command_twice(tmp_path: 
     finally:
         process.terminate()
         process.communicate(timeout=60)
+
+
+def test_an_interrupted_autonomous_task_shows_as_such_and_runs_again(tmp_path: Path) -> None:
+    """An autonomous task waiting for an approval when the server stops is saved before
+    the command it waits for runs; the next server shows it interrupted, and …/run
+    continues it from its last completed cycle."""
+    replay = recording(
+        tmp_path / "r.json",
+        ("read_file", {"path": "missing.txt"}),
+        *WRITE_AND_FINISH,
+    )
+    with running(tmp_path, replay, grant=["fs.read"]) as server, server.client() as client:
+        task_id = _task(client, "write out.txt", autonomous=True)["task_id"]
+        with client.stream("GET", f"{API}/{task_id}/events") as stream:
+            for _ in sse_events(stream, until="confirmation_needed"):
+                pass
+        assert client.get(f"{API}/{task_id}").json()["status"] == "waiting"
+    with running(tmp_path, replay, grant=["fs.read"]) as server, server.client() as client:
+        task = client.get(f"{API}/{task_id}").json()
+        assert task["status"] == "interrupted"
+        assert [s["step_id"] for s in client.get(f"{API}/{task_id}/steps").json()["steps"]] == ["1"]
+        assert client.post(f"{API}/{task_id}/run").json()["status"] in ("running", "waiting")
+        assert client.post(f"{API}/{task_id}/run").status_code == 409
+        with client.stream("GET", f"{API}/{task_id}/events") as stream:
+            for _, kind, data in sse_events(stream):
+                if kind == "confirmation_needed":
+                    client.post(
+                        f"{API}/{task_id}/confirmations/{data['id']}", json={"decision": "approve"}
+                    )
+        final = client.get(f"{API}/{task_id}").json()
+        assert final["status"] == "finished"
+        assert (server.data_dir / "workspaces" / task_id / "out.txt").exists()
+        steps = client.get(f"{API}/{task_id}/steps").json()["steps"]
+        assert [(s["step_id"], s["name"]) for s in steps] == [
+            ("1", "read_file"),
+            ("2", "write_file"),
+            ("3", "finish"),
+        ]
