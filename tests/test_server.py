@@ -564,3 +564,48 @@ def test_an_interrupted_autonomous_task_shows_as_such_and_runs_again(tmp_path: P
             ("2", "write_file"),
             ("3", "finish"),
         ]
+
+
+def _start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autogpt_core", "serve", "--port", "0", *args],
+        env=cli_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line.rstrip("\n"))
+        if line.startswith("autogpt serve: tokens from") or "'cat " in line:
+            return process, lines
+    raise AssertionError(f"autogpt serve did not start: {process.stderr.read()}")  # type: ignore[union-attr]
+
+
+def test_serve_demo_makes_a_token_once_and_runs_the_demo_offline(tmp_path: Path) -> None:
+    """A new user's first start: a token is made, stored for its owner only and printed
+    once; with it, the demo task runs to its end over HTTP."""
+    process, lines = _start(tmp_path, "--demo")
+    try:
+        url = lines[0].split("listening on ")[1].split()[0]
+        token = lines[2].strip()
+        token_file = tmp_path / "data" / "server-token"
+        assert token_file.read_text().strip() == token
+        assert token_file.stat().st_mode & 0o077 == 0
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+            task_id = _task(client, "anything: the demo plays its recording")["task_id"]
+            steps = [_step(client, task_id) for _ in range(4)]
+            assert steps[-1]["is_last"] is True
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert token not in out + err
+    process, lines = _start(tmp_path, "--demo")
+    process.terminate()
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert token not in "\n".join(lines) + out + err
+    assert f"tokens from {token_file}" in "\n".join(lines)

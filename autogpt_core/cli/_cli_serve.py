@@ -35,6 +35,11 @@ def add_serve_parser(sub: Any) -> None:
         "--no-strict", action="store_true", help="replay: tolerate requests that differ"
     )
     serve.add_argument(
+        "--demo",
+        action="store_true",
+        help="offline: every task plays the bundled demo recording (no key, no network)",
+    )
+    serve.add_argument(
         "--max-cycles", type=_positive_int, metavar="N", help="stop each task after N cycles"
     )
     serve.add_argument(
@@ -77,7 +82,7 @@ def add_serve_parser(sub: Any) -> None:
         help="an autonomous task's confirmation is refused after this "
         "(default: limits.confirm_timeout, or never)",
     )
-    serve.set_defaults(handler=cmd_serve, goal=None, record=None, demo=False)
+    serve.set_defaults(handler=cmd_serve, goal=None, record=None)
 
 
 def _port(text: str) -> int:
@@ -93,11 +98,20 @@ def _port(text: str) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import trio
 
+    from hookspecs import printable
+
+    from .._errors import ConfigError
     from ..agent._options import RunOptions
     from ..hooks._tracing import trace_factory
     from ..server._serve import ServeOptions, ServerHandle, serve
+    from ._cli_run import demo_recording
 
     config = _with_replay_settings(load_config(args.config), args)
+    llm = args.llm
+    if args.demo:
+        if args.llm:
+            raise ConfigError("--demo plays the bundled recording: drop --llm")
+        llm = f"replay:{demo_recording()}"
     options = ServeOptions(
         host=args.host,
         port=args.port,
@@ -109,27 +123,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         upload_bytes=args.max_upload,
     )
     run_options = RunOptions(
-        llm=args.llm, model=args.model, base_url=args.base_url, max_cycles=args.max_cycles
+        llm=llm, model=args.model, base_url=args.base_url, max_cycles=args.max_cycles
     )
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
+        # Signals are caught from the start: one that comes while the server starts
+        # stops it as cleanly as a later one.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
 
-            async def run_server(task_status: Any) -> None:
-                await serve(
-                    config,
-                    options,
-                    run_options,
-                    pm_factory=trace_factory(args.trace_hooks),
-                    task_status=task_status,
-                )
-                nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
+                async def run_server(task_status: Any) -> None:
+                    await serve(
+                        config,
+                        options,
+                        run_options,
+                        pm_factory=trace_factory(args.trace_hooks),
+                        task_status=task_status,
+                    )
+                    nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
 
-            handle: ServerHandle = await nursery.start(run_server)
-            for warning in handle.runtime.warnings():
-                print(f"autogpt: warning: {warning}", file=sys.stderr)
-            _announce(handle)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                handle: ServerHandle = await nursery.start(run_server)
+                for warning in handle.runtime.warnings():
+                    print(f"autogpt: warning: {printable(warning)}", file=sys.stderr)
+                _announce(handle)
                 async for _ in signals:
                     if handle.stopping.is_set():
                         raise KeyboardInterrupt  # a second signal: stop now
