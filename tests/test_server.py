@@ -609,3 +609,27 @@ def test_serve_demo_makes_a_token_once_and_runs_the_demo_offline(tmp_path: Path)
     assert process.returncode == 0, err
     assert token not in "\n".join(lines) + out + err
     assert f"tokens from {token_file}" in "\n".join(lines)
+
+
+def test_many_watchers_of_one_task_each_get_every_event(tmp_path: Path) -> None:
+    """Eight clients watch one autonomous task from before it starts: each gets the same
+    events, in the same order, ending with finished."""
+    with running(tmp_path, demo_recording()) as server, server.client() as client:
+        task_id = _task(client, DEMO_GOAL)["task_id"]
+        connected = threading.Barrier(9)
+
+        def watch() -> list[tuple[str | None, str]]:
+            with server.client() as own, own.stream("GET", f"{API}/{task_id}/events") as stream:
+                connected.wait(30)
+                return [(i, kind) for i, kind, _ in sse_events(stream)]
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            futures = [pool.submit(watch) for _ in range(8)]
+            connected.wait(30)
+            assert client.post(f"{API}/{task_id}/run").status_code == 200
+            seen = [f.result(timeout=60) for f in futures]
+        assert all(s == seen[0] for s in seen)
+        kinds = [kind for _, kind in seen[0]]
+        assert kinds[0] == "session_start"
+        assert kinds[-1] == "finished"
+        assert kinds.count("result") == 4
