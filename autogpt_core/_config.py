@@ -140,11 +140,19 @@ SECTIONS: Mapping[str, Mapping[str, Field]] = {
         "tokens": Field(
             "variables", {}, "none", items=TOKEN_NAME, example="{alice: ALICE_AUTOGPT_TOKEN}"
         ),
+        # Who may change what every task runs with (plugins, their settings).
+        "admins": Field("list", (), "none", items=TOKEN_NAME, example="[alice]"),
     },
 }
 #: The fields that stand on their own at the top level.
 TOP_LEVEL_FIELDS: Mapping[str, Field] = {
     "data_dir": Field("path", None, "the user data directory", example="~/agents"),
+    "store": Field(
+        "string",
+        None,
+        "sessions.sqlite3 in the data directory",
+        example="postgresql://autogpt@db.example.com/autogpt",
+    ),
 }
 
 _LIMITS = SECTIONS["limits"]
@@ -179,7 +187,23 @@ class Config:
     limits: Limits = Limits()
     #: ``server.tokens``: token names mapped to the environment variable holding each.
     server_tokens: Mapping[str, str] = attrs.field(factory=dict)
+    #: ``server.admins``: the token names that may change plugins over HTTP.
+    server_admins: frozenset[str] = frozenset()
     data_dir: Path = attrs.field(factory=lambda: default_data_dir())
+    #: ``store``: a PostgreSQL URL or a SQLite file's path; ``None``: the data directory's.
+    store: str | None = None
+
+    @property
+    def store_location(self) -> Path | str:
+        """Where the session store is: ``store`` (a ``postgresql://`` URL, or the path of
+        a SQLite file), else ``sessions.sqlite3`` in the data directory."""
+        from .store._open import is_postgres_url
+
+        if not self.store:
+            return self.data_dir / "sessions.sqlite3"
+        if is_postgres_url(self.store):
+            return self.store
+        return Path(self.store).expanduser()
 
     def is_enabled(self, plugin_id: str, enabled_by_default: bool) -> bool:
         """Whether the user wants ``plugin_id`` on (``disable`` beats ``enable``)."""
@@ -292,11 +316,13 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
         llm_base_url=values["llm.base_url"],
         limits=Limits(**{key: values[f"limits.{key}"] for key in _LIMITS}),
         server_tokens=dict(values["server.tokens"] or {}),
+        server_admins=frozenset(values["server.admins"] or ()),
         data_dir=(
             Path(data_dir).expanduser()
             if data_dir and not os.environ.get("AUTOGPT_DATA_DIR")
             else default_data_dir()
         ),
+        store=values["store"],
     )
 
 

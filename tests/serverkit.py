@@ -81,7 +81,7 @@ def write_config(home: Path, text: str = "", *, grant: Sequence[str] | None = No
     """A config with the two test tokens, replay tolerant of tool lists, and ``text``."""
     path = home / "config.yaml"
     lines = [
-        "server: {tokens: {alice: ALICE_TEST_TOKEN, bob: BOB_TEST_TOKEN}}",
+        "server: {tokens: {alice: ALICE_TEST_TOKEN, bob: BOB_TEST_TOKEN}, admins: [alice]}",
         "plugins: {settings: {llm_replay: {strict: false}}}",
     ]
     if grant is not None:

@@ -633,3 +633,24 @@ def test_many_watchers_of_one_task_each_get_every_event(tmp_path: Path) -> None:
         assert kinds[0] == "session_start"
         assert kinds[-1] == "finished"
         assert kinds.count("result") == 4
+
+
+def test_concurrent_looks_record_a_new_file_once(tmp_path: Path) -> None:
+    """Eight clients listing a task's artifacts at once, just after the agent made files:
+    each file is one artifact, the same one for all."""
+    with running(tmp_path, demo_recording()) as server, server.client() as client:
+        ids = [_task(client, DEMO_GOAL)["task_id"] for _ in range(5)]
+        for task_id in ids:
+            for name in ("a.txt", "b.txt"):
+                (server.data_dir / "workspaces" / task_id / name).write_text(name)
+
+        def look(task_id: str) -> list[str]:
+            with server.client() as own:
+                found = own.get(f"{API}/{task_id}/artifacts").json()["artifacts"]
+                return sorted(a["artifact_id"] for a in found)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+            for task_id in ids:
+                seen = list(pool.map(look, [task_id] * 8))
+                assert all(len(s) == 2 for s in seen), seen
+                assert all(s == seen[0] for s in seen)

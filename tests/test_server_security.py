@@ -192,3 +192,35 @@ def test_requests_from_other_sites_are_refused(tmp_path: Path) -> None:
         assert refused.status_code == 403
         # With tokens, any Host will do (a proxy's name, say): the token is the check.
         assert client.get(API, headers={"Host": "agents.example"}).status_code == 200
+
+
+def test_only_admin_tokens_change_plugins(tmp_path: Path) -> None:
+    """Plugins are what every token's tasks run with: a token not in server.admins may look
+    at them, not change them; the config file stays as it was."""
+    with running(tmp_path, recording(tmp_path / "r.json")) as server, server.client("bob") as bob:
+        before = (tmp_path / "config.yaml").read_text()
+        assert bob.get("/ap/v1/plugins").status_code == 200
+        for path, body in [
+            ("/ap/v1/plugins/shell/enable", {}),
+            ("/ap/v1/plugins/console/disable", {}),
+            ("/ap/v1/plugins/shell/settings", {"settings": {"max_output": 10}}),
+        ]:
+            refused = bob.post(path, json=body)
+            assert refused.status_code == 403, path
+            assert "may not change plugins: list it in server.admins" in refused.json()["message"]
+        assert (tmp_path / "config.yaml").read_text() == before
+        with server.client("alice") as alice:
+            assert alice.post("/ap/v1/plugins/shell/enable", json={}).status_code == 200
+        assert (tmp_path / "config.yaml").read_text() != before
+
+
+def test_admins_must_be_configured_tokens(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"server\.admins names carol, which server\.tokens"):
+        load_tokens(
+            {"alice": "A_TOKEN"},
+            tmp_path,
+            environ={"A_TOKEN": "a" * 20},
+            admins=frozenset({"carol"}),
+        )
+    lone = load_tokens({}, tmp_path, environ={"AUTOGPT_TOKEN": "c" * 20})
+    assert lone.may_administer("default")

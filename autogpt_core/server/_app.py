@@ -22,19 +22,22 @@ import trio
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._errors import WorkspaceError
 from ..agent._workspace import Workspace
 from ..store._records import ArtifactRecord, CycleRecord, SessionRecord, SessionStatus
 from ._auth import Tokens
+from ._plugins import plugin_routes
 from ._tasks import ENDED, TaskError, Tasks
 
 PREFIX = "/ap/v1/agent"
 MAX_PAGE_SIZE = 100
+#: The spec's paging parameters are int32s: larger numbers are malformed.
+MAX_INT32 = 2**31 - 1
 MAX_DOWNLOAD = 256 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
 
@@ -118,6 +121,7 @@ class Api:
         self.tasks = tasks
         self.tokens = tokens
         self.limits = limits
+        self._artifact_locks: dict[str, trio.Lock] = {}
 
     @property
     def store(self) -> Any:
@@ -154,6 +158,7 @@ class Api:
             route(t + "/{task_id}/events", self.events, ["GET"]),
             route(t + "/{task_id}/confirmations", self.list_pending, ["GET"]),
             route(t + "/{task_id}/confirmations/{pending_id}", self.answer, ["POST"]),
+            *plugin_routes(self, route),  # docs/server-plugins.md
         ]
 
         async def http_error(request: Request, exc: Exception) -> Response:
@@ -161,7 +166,19 @@ class Api:
             message = {404: "no such endpoint", 405: "method not allowed here"}.get(
                 exc.status_code, str(exc.detail)
             )
-            return _error(exc.status_code, f"{message}: {request.method} {request.url.path}")
+            headers = None
+            if exc.status_code == 405:
+                # RFC 9110: a 405 names the methods the path has, over all its routes
+                # (Starlette's own names only those of the first route that matched).
+                allowed = {
+                    method
+                    for r in routes
+                    if r.matches(request.scope)[0] != Match.NONE
+                    for method in r.methods or ()
+                }
+                headers = {"Allow": ", ".join(sorted(allowed))}
+            text = f"{message}: {request.method} {request.url.path}"
+            return _error(exc.status_code, text, headers)
 
         app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
         return SizeLimit(app, self.limits)
@@ -191,6 +208,10 @@ class Api:
             except TaskError as exc:
                 headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
                 return _error(exc.status, self.mask(exc.message), headers)
+            except ClientDisconnect:
+                # The client went away mid-request (or the server is stopping): nobody reads
+                # an answer; whatever the request had started stays stored as it was.
+                return Response(status_code=400)
 
         return guarded
 
@@ -208,6 +229,8 @@ class Api:
 
     @staticmethod
     def _paging(request: Request) -> tuple[int, int]:
+        """``current_page`` and ``page_size``: any int32 from 1 is valid (the spec sets no
+        maximum); a page holds at most ``MAX_PAGE_SIZE`` items, and its pagination says so."""
         found = []
         for name, default in (("current_page", 1), ("page_size", 10)):
             text = request.query_params.get(name)
@@ -218,11 +241,10 @@ class Api:
                 value = int(text)
             except ValueError:
                 value = 0
-            top = MAX_PAGE_SIZE if name == "page_size" else 10**9
-            if not 1 <= value <= top:
-                raise TaskError(422, f"{name}: must be a whole number from 1 to {top}")
+            if not 1 <= value <= MAX_INT32:
+                raise TaskError(422, f"{name}: must be a whole number from 1 to {MAX_INT32}")
             found.append(value)
-        return found[0], found[1]
+        return found[0], min(found[1], MAX_PAGE_SIZE)
 
     @staticmethod
     def _pagination(total: int, page: int, size: int) -> dict[str, int]:
@@ -449,7 +471,18 @@ class Api:
 
     async def _artifacts(self, record: SessionRecord) -> list[ArtifactRecord]:
         """The task's artifacts, after recording the files the agent made since the last
-        look (credited to the last completed cycle)."""
+        look (credited to the last completed cycle). One look per task at a time: two
+        could both record a new file."""
+        async with self._artifact_lock(record.id):
+            return await self._scan_artifacts(record)
+
+    def _artifact_lock(self, task_id: str) -> trio.Lock:
+        lock = self._artifact_locks.get(task_id)
+        if lock is None:
+            lock = self._artifact_locks[task_id] = trio.Lock()
+        return lock
+
+    async def _scan_artifacts(self, record: SessionRecord) -> list[ArtifactRecord]:
         known = await self._all_artifacts(record.id)
         paths = {a.relative_path for a in known}
 
@@ -512,12 +545,18 @@ class Api:
         finally:
             await form.close()
         workspace = Workspace(record.workspace)
-        try:
-            await trio.to_thread.run_sync(workspace.write_bytes, path, data)
-            relative = workspace.relative(path)
-        except WorkspaceError as exc:
-            raise TaskError(422, f"relative_path: {exc}") from None
-        artifact = await self.store.add_artifact(record.id, relative, agent_created=False)
+        # Under the scan's lock: a look between the write and the record would take the
+        # upload for a file the agent made.
+        async with self._artifact_lock(record.id):
+            try:
+                await trio.to_thread.run_sync(workspace.write_bytes, path, data)
+                relative = workspace.relative(path)
+            except WorkspaceError as exc:
+                raise TaskError(422, f"relative_path: {exc}") from None
+            known = {a.relative_path: a for a in await self._all_artifacts(record.id)}
+            artifact = known.get(relative) or await self.store.add_artifact(
+                record.id, relative, agent_created=False
+            )
         return JSONResponse(_artifact_json(artifact))
 
     async def download_artifact(self, request: Request, owner: str | None) -> Response:

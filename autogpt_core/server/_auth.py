@@ -34,6 +34,11 @@ class Tokens:
     by_name: Mapping[str, str] = attrs.field(repr=False)
     source: str
     created: str | None = attrs.field(default=None, repr=False)
+    #: The names that may change what every task runs with (plugins); a lone token may.
+    admins: frozenset[str] = frozenset({"default"})
+
+    def may_administer(self, name: str | None) -> bool:
+        return name in self.admins
 
     def name_of(self, presented: str) -> str | None:
         """The name of the token ``presented``, or ``None``: compared in constant time."""
@@ -50,7 +55,11 @@ class Tokens:
 
 
 def load_tokens(
-    configured: Mapping[str, str], data_dir: Path, environ: Mapping[str, str] = os.environ
+    configured: Mapping[str, str],
+    data_dir: Path,
+    environ: Mapping[str, str] = os.environ,
+    *,
+    admins: frozenset[str] = frozenset(),
 ) -> Tokens:
     """The server's tokens (see the module's docstring); ``ConfigError`` says what to fix."""
     if configured:
@@ -63,7 +72,13 @@ def load_tokens(
                     f"not set: export {variable}=A_LONG_RANDOM_TOKEN"
                 )
             found[name] = _checked(value, f"the token in ${variable}")
-        return Tokens(found, "the config (server.tokens)")
+        unknown = sorted(admins - set(found))
+        if unknown:
+            raise ConfigError(
+                f"server.admins names {', '.join(unknown)}, which server.tokens does not: "
+                "list token names from server.tokens"
+            )
+        return Tokens(found, "the config (server.tokens)", admins=admins)
     if environ.get("AUTOGPT_TOKEN"):
         return Tokens(
             {"default": _checked(environ["AUTOGPT_TOKEN"], "$AUTOGPT_TOKEN")}, "$AUTOGPT_TOKEN"

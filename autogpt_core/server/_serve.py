@@ -76,7 +76,11 @@ async def serve(
             f"--no-auth serves anyone who reaches {options.host}: it is allowed on loopback "
             "only (--host 127.0.0.1); elsewhere use tokens (docs/server.md#tokens)"
         )
-    tokens = load_tokens(config.server_tokens, config.data_dir) if options.auth else None
+    tokens = (
+        load_tokens(config.server_tokens, config.data_dir, admins=config.server_admins)
+        if options.auth
+        else None
+    )
     runtime_kwargs: dict[str, Any] = {} if pm_factory is None else {"pm_factory": pm_factory}
     async with Runtime(config, **runtime_kwargs) as runtime:
         if tokens is not None:
