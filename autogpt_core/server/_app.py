@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
 
+import attrs
 import trio
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
@@ -122,6 +123,7 @@ class Api:
         self.tokens = tokens
         self.limits = limits
         self._artifact_locks: dict[str, trio.Lock] = {}
+        self._flights: dict[tuple[str, int], _Flight] = {}
 
     @property
     def store(self) -> Any:
@@ -611,6 +613,40 @@ class Api:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    async def _encoded_events(self, task_id: str, after: int) -> list[tuple[int, str]]:
+        """The task's stored events after ``after``, each as its event-stream text.
+
+        The watchers of one task all wake at once, and most ask for the same events: one
+        of them reads the store and encodes, the others wait for its result (a watcher
+        that was cancelled meanwhile leaves the others to read for themselves).
+        """
+        key = (task_id, after)
+        while True:
+            flight = self._flights.get(key)
+            if flight is None:
+                break
+            await flight.done.wait()
+            if flight.result is not None:
+                return flight.result
+        flight = self._flights[key] = _Flight()
+        try:
+            events = await self.store.list_events(task_id, after_id=after, limit=500)
+            flight.result = [
+                (
+                    event.id,
+                    _sse(
+                        event.kind,
+                        {"cycle": event.cycle, "timestamp": event.timestamp, **event.data},
+                        event_id=event.id,
+                    ),
+                )
+                for event in events
+            ]
+            return flight.result
+        finally:
+            del self._flights[key]
+            flight.done.set()
+
     async def _stream(self, task_id: str, after: int) -> AsyncIterator[str]:
         """The task's stored events after ``after`` (each with its id, to resume from),
         what it waits on as it starts waiting, and ``finished`` once it ended."""
@@ -618,12 +654,11 @@ class Api:
         yield "retry: 2000\n\n"
         while not self.tasks.closing:
             woken = self.tasks.notifier.event(task_id)
-            events = await self.store.list_events(task_id, after_id=after, limit=500)
-            for event in events:
-                after = event.id
-                data = {"cycle": event.cycle, "timestamp": event.timestamp, **event.data}
-                yield _sse(event.kind, data, event_id=after)
+            events = await self._encoded_events(task_id, after)
             if events:
+                after = events[-1][0]
+                # One chunk for what one look found: one send, not one per event.
+                yield "".join(text for _, text in events)
                 continue
             live = self.tasks.live.get(task_id)
             pending = live.pending if live is not None else None
@@ -664,6 +699,14 @@ async def _uploaded(form: Any) -> tuple[str, bytes]:
         )
     directory = directory.strip("/")
     return (posixpath.join(directory, name) if directory else name), await upload.read()
+
+
+@attrs.define(eq=False)
+class _Flight:
+    """One store read of a task's events that several watchers wait on."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    result: list[tuple[int, str]] | None = None
 
 
 def _sse(kind: str, data: Mapping[str, Any], *, event_id: int | None = None) -> str:

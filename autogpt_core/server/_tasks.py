@@ -366,7 +366,11 @@ class Tasks:
                     f"task {task_id} runs on its own; watch its events, answer its "
                     "confirmations at …/confirmations, or cancel it first",
                 )
-            before = await self.store.last_completed_cycle(task_id)
+            # A live task's last completed cycle is known without asking the store: its
+            # gate records it before each cycle (``live.cycle``).
+            before = (
+                live.cycle if live is not None else await self.store.last_completed_cycle(task_id)
+            )
             answered = None
             if live is not None and live.pending is not None:
                 answered = live.pending
@@ -379,11 +383,11 @@ class Tasks:
                 woken = self.notifier.event(task_id)
                 if live.pending is not None and live.pending is not answered:
                     return live, live.pending.cycle, False
-                done = await self.store.last_completed_cycle(task_id)
                 if live.ended:
+                    done = await self.store.last_completed_cycle(task_id)
                     return None, done, done > before
-                if done > before and live.at_gate:
-                    return live, done, True
+                if live.at_gate and live.cycle > before:
+                    return live, live.cycle, True
                 await woken.wait()
 
 
