@@ -57,6 +57,7 @@ if _typing.TYPE_CHECKING:
     from .plugins._manifest import parse_manifest as parse_manifest
     from .store._async import AsyncStore as AsyncStore
     from .store._interface import SessionStore as SessionStore
+    from .store._open import open_store as open_store
     from .store._records import ArtifactRecord as ArtifactRecord
     from .store._records import CycleRecord as CycleRecord
     from .store._records import Page as Page
@@ -96,6 +97,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SessionStatus": ("store._records", "SessionStatus"),
     "SessionStore": ("store._interface", "SessionStore"),
     "Store": ("store._sqlite", "Store"),
+    "open_store": ("store._open", "open_store"),
     "StoredEvent": ("store._records", "StoredEvent"),
     "Workspace": ("agent._workspace", "Workspace"),
 }
@@ -168,6 +170,7 @@ __all__ = [
     "load_config",
     "load_manifest",
     "load_plugins",
+    "open_store",
     "parse_manifest",
     "scan_plugins",
     "write_atomically",

@@ -1,7 +1,8 @@
 """The session store's contract (``SessionStore``), run against every implementation.
 
 Each test takes its store from the ``open_store``/``store`` fixtures, parametrised over
-``IMPLEMENTATIONS``: a new implementation (PostgreSQL) adds an entry and passes this file.
+``IMPLEMENTATIONS`` (SQLite, and PostgreSQL on a server the tests start: tests/pgserver.py):
+a new implementation adds an entry and passes this file.
 What only one implementation can show (its files, its schema) is in its own test file.
 """
 
@@ -24,6 +25,7 @@ from autogpt_core._errors import SessionInUse, SessionNotFound, StorageError
 from autogpt_core.store._async import AsyncStore
 from autogpt_core.store._interface import SessionStore
 from autogpt_core.store._lease import Holder
+from autogpt_core.store._postgres import PostgresStore
 from autogpt_core.store._records import (
     CycleRecord,
     CycleWrite,
@@ -38,21 +40,31 @@ from tests.strategies import session_id_prefixes, session_id_sets
 OpenStore = Callable[[], SessionStore]
 
 
-def _sqlite(tmp_path: Path) -> OpenStore:
+def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
     path = tmp_path / "data" / "sessions.sqlite3"
     return lambda: Store(path)
 
 
-IMPLEMENTATIONS: dict[str, Callable[[Path], OpenStore]] = {"sqlite": _sqlite}
-"""Each implementation: given a temporary directory, a function opening a store on one
-database there, a new client (as another process would have) each time it is called."""
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
+    # A database of its own on the test run's server (tests/conftest.py).
+    url: str = request.getfixturevalue("postgres_url")
+    return lambda: PostgresStore(url)
+
+
+IMPLEMENTATIONS: dict[str, Callable[[pytest.FixtureRequest, Path], OpenStore]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
+"""Each implementation: given the test's request (for fixtures such as a database server)
+and a temporary directory, a function opening a store on one new database, a new client
+(as another process would have) each time it is called."""
 
 
 @pytest.fixture(params=sorted(IMPLEMENTATIONS))
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
     """Opens stores on one fresh database of the implementation; closes them after."""
     opened: list[SessionStore] = []
-    factory = IMPLEMENTATIONS[request.param](tmp_path)
+    factory = IMPLEMENTATIONS[request.param](request, tmp_path)
 
     def open_one() -> SessionStore:
         store = factory()

@@ -41,7 +41,8 @@ from hookspecs import (
 
 from .._errors import HookError, SessionInUse
 from ..hooks._hookcall import AsyncHooks
-from ..store._storage import AsyncStore, CycleRecord, SessionStatus, Store
+from ..store._open import open_store
+from ..store._storage import AsyncStore, CycleRecord, SessionStatus
 from ._redact import Redactor, masked_message
 
 # How long the last on_events delivery may take when hooks have no deadline of their own.
@@ -87,7 +88,7 @@ class Emitter:
         hooks: AsyncHooks,
         hook_timeout: float | None,
         store: AsyncStore,
-        store_path: Path,
+        store_path: Path | str,
         stored: Callable[[str], None] | None = None,
     ) -> None:
         self.view = SessionView(id=session_id, goal="", workspace=Path())
@@ -257,7 +258,7 @@ class Emitter:
         stuck, just before the process exits: through a connection of its own."""
         if self.taken_over:
             return
-        with Store(self._store_path) as store:
+        with open_store(self._store_path) as store:
             store.update_session_status(
                 self.view.id, SessionStatus.INTERRUPTED, result=self.text(why), budget=budget
             )

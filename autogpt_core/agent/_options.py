@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from .._errors import ConfigError
+from ..store._open import shown_location
 
 
 @attrs.frozen
@@ -55,14 +56,14 @@ def options_to_store(options: RunOptions) -> dict[str, Any]:
 
 
 def options_for_resume(
-    given: RunOptions, stored: Any, *, session_id: str, workspace: Path, store_path: Path
+    given: RunOptions, stored: Any, *, session_id: str, workspace: Path, store_path: Path | str
 ) -> RunOptions:
     """``given``, with what the session stored where ``given`` keeps a default.
 
     ``stored`` is checked first: the store is a file anyone can edit. Keys stored by older
     versions (``strict_replay``) are ignored.
     """
-    saved = _checked(session_id, stored, store_path)
+    saved = _checked(session_id, stored, shown_location(store_path))
     defaults = RunOptions()
     return attrs.evolve(
         given,
@@ -76,7 +77,7 @@ def options_for_resume(
     )
 
 
-def _checked(session_id: str, config: Any, path: Path) -> dict[str, Any]:
+def _checked(session_id: str, config: Any, path: str) -> dict[str, Any]:
     """The options stored with a session, checked."""
     if not isinstance(config, dict):
         raise ConfigError(

@@ -75,7 +75,7 @@ class Runtime:
         config: Config,
         *,
         plugins: PluginSet | None = None,
-        store_path: Path | None = None,
+        store: Path | str | None = None,
         pm_factory: Callable[[], HookManager] = HookManager,
         lease_period: float = LEASE_PERIOD,
         lease_expiry: float = LEASE_EXPIRY,
@@ -88,7 +88,8 @@ class Runtime:
         self.lease_expiry = lease_expiry
         self._plugins = plugins
         self._pm_factory = pm_factory
-        self.store_path = store_path or config.data_dir / "sessions.sqlite3"
+        # The session store: a SQLite file's path, or a PostgreSQL URL (``open_store``).
+        self.store_location: Path | str = store or config.store_location
         # The model of each running session, for the core's llm_request implementation.
         self._models: dict[str, SessionModel] = {}
         # Secret-looking environment variables from the start; declared secrets at load.
@@ -150,7 +151,7 @@ class Runtime:
         self.pm.register(ProviderBridge(self._models), name=CORE_PLUGIN_NAME)
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
-            self._store = await AsyncStore.open(self.store_path)
+            self._store = await AsyncStore.open(self.store_location)
             self._leases = Leases(
                 self._store, self.holder, period=self.lease_period, expiry=self.lease_expiry
             )
@@ -282,7 +283,7 @@ class Runtime:
                 record.config,
                 session_id=session_id,
                 workspace=record.workspace,
-                store_path=self.store_path,
+                store_path=self.store_location,
             )
             cycles = await self.store.load_cycles(session_id)
             done = cycles[-1].number if cycles else 0
@@ -308,7 +309,7 @@ class Runtime:
             hooks=self.pm.ahook,
             hook_timeout=self.hook_timeout,
             store=self.store,
-            store_path=self.store_path,
+            store_path=self.store_location,
             stored=self._tell_stored if self.stored_listeners else None,
         )
 

@@ -18,6 +18,8 @@ def add_config_parser(sub: Any) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from ..store._open import shown_location
+
     path = resolve_config_path(args.config)
     config = load_config(args.config, must_exist=False)
     data_dir = config.data_dir
@@ -25,7 +27,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         "config_file": str(path),
         "config_file_exists": config.exists,
         "data_dir": str(data_dir),
-        "sessions": str(data_dir / "sessions.sqlite3"),
+        "sessions": shown_location(config.store_location),
         "workspaces": str(data_dir / "workspaces"),
         "plugin_data": str(data_dir / "plugins"),
         "enable": sorted(config.enable),

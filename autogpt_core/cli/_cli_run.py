@@ -209,9 +209,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     code = 0 if outcome.status == "finished" else 1
     workspace = args.workspace or config.data_dir / "workspaces" / session_id
     if args.resume:
-        from ..store._storage import Store
+        from ..store._open import open_store
 
-        with Store(config.data_dir / "sessions.sqlite3") as store:
+        with open_store(config.store_location) as store:
             workspace = store.get_session(session_id).workspace
     lines = [
         # The result is the model's words: shown, never acted on by the terminal.
@@ -254,15 +254,15 @@ def _with_replay_settings(config: Config, args: argparse.Namespace) -> Config:
 def _resolve_session_id(config: Config, text: str) -> str:
     """The id of the stored session that ``text`` names: all of its id, or a unique prefix."""
     from .._errors import SessionNotFound
-    from ..store._storage import Store
+    from ..store._open import open_store
 
-    path = config.data_dir / "sessions.sqlite3"
-    if not path.exists():
+    path = config.store_location
+    if isinstance(path, Path) and not path.exists():
         raise SessionNotFound(
             f"No session {text!r}: there are no stored sessions yet ({path}). Fix: start one "
             "with 'autogpt run GOAL'."
         )
-    with Store(path) as store:
+    with open_store(path) as store:
         return store.resolve_session_id(text)
 
 
@@ -287,14 +287,14 @@ def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception 
 def cmd_sessions(args: argparse.Namespace) -> int:
     from hookspecs import printable
 
-    from ..store._storage import Store
+    from ..store._open import open_store
 
     config = load_config(args.config)
-    path = config.data_dir / "sessions.sqlite3"
-    if not path.exists():
+    path = config.store_location
+    if isinstance(path, Path) and not path.exists():
         print("No sessions yet: start one with 'autogpt run GOAL'.")
         return 0
-    with Store(path) as store:
+    with open_store(path) as store:
         page = store.list_sessions(limit=args.limit)
     rows = [
         {
@@ -347,7 +347,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
     from hookspecs import printable
 
     from ..store._lease import in_use
-    from ..store._storage import Store
+    from ..store._open import open_store
 
     def say(text: str) -> None:
         # Ids, goals and paths come from the store: shown, never acted on by the terminal.
@@ -355,7 +355,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     session_id = _resolve_session_id(config, args.session_id)
-    with Store(config.data_dir / "sessions.sqlite3") as store:
+    with open_store(config.store_location) as store:
         footprint = store.session_footprint(session_id)
         lease = store.get_lease(session_id)
     if lease is not None and lease.live():

@@ -161,11 +161,12 @@ class AsyncStore:
         self._writer = trio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: Path | str) -> AsyncStore:
-        """Open (or create) the SQLite store (``Store``) at ``path`` in a worker thread."""
-        from ._sqlite import Store
+    async def open(cls, location: Path | str) -> AsyncStore:
+        """Open (or create) the store at ``location`` in a worker thread: a SQLite file's
+        path, or a PostgreSQL URL (``open_store``)."""
+        from ._open import open_store
 
-        return cls(await trio.to_thread.run_sync(Store, path))
+        return cls(await trio.to_thread.run_sync(open_store, location))
 
     async def aclose(self) -> None:
         """Commit any writes still queued, then close the store."""

@@ -1,5 +1,5 @@
-"""The session store's contract: what every implementation (SQLite today, PostgreSQL next)
-does, and what the runtime, the CLI and ``AsyncStore`` rely on.
+"""The session store's contract: what every implementation (SQLite, PostgreSQL) does,
+and what the runtime, the CLI and ``AsyncStore`` rely on.
 
 A store keeps, per session: its row (goal, status, workspace, options, result, budget),
 its completed cycles, its events, its artifact records and its lease. Memory is not the
@@ -43,7 +43,8 @@ from ._records import (
 
 
 class SessionStore(abc.ABC):
-    """A session store. Implementations: ``Store`` (SQLite).
+    """A session store. Implementations: ``Store`` (SQLite), ``PostgresStore``
+    (PostgreSQL); ``open_store`` opens the one a path or URL names.
 
     ``record_cycle``, ``append_event`` and ``update_session_status`` are defined here
     through ``write_many``, and ``write_each`` through ``write_many`` one op at a time; an

@@ -82,6 +82,19 @@ class Lease:
         return f"process {self.pid}{this} on host {self.hostname} since {_clock(self.acquired_at)}"
 
 
+@attrs.frozen
+class Fence:
+    """A lease a store holds (took, and has not released): its holder, and the expiry it
+    last confirmed, before which nobody can have taken the lease over. A store refuses
+    writes to the session once the stored lease is another holder's."""
+
+    holder: str
+    until: float
+
+    def confirmed(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) < self.until
+
+
 def lease_live(expires_at: float, hostname: str, pid: int, now: float | None = None) -> bool:
     """Whether a lease expiring at ``expires_at``, held by ``pid`` on ``hostname``, binds."""
     if expires_at <= (time.time() if now is None else now):

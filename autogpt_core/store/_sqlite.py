@@ -33,7 +33,7 @@ from ._columns import (
     time_or_zero,
 )
 from ._interface import SessionStore
-from ._lease import Holder, Lease, in_use, lease_live, taken_over
+from ._lease import Fence, Holder, Lease, in_use, lease_live, taken_over
 from ._migrations import APPLICATION_ID, MIGRATIONS
 from ._records import (
     ArtifactRecord,
@@ -96,7 +96,7 @@ class Store(SessionStore):
         )
         # The leases taken through this store and not yet released: writes for those
         # sessions are refused once another holder has the lease.
-        self._held: dict[str, _Fence] = {}
+        self._held: dict[str, Fence] = {}
         self._fence_lock = threading.Lock()
 
     @property
@@ -410,7 +410,7 @@ class Store(SessionStore):
                 " renewed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 attrs.astuple(lease),
             )
-        self._held[session_id] = _Fence(holder.id, lease.expires_at)
+        self._held[session_id] = Fence(holder.id, lease.expires_at)
         return lease
 
     def renew_lease(self, lease: Lease, *, expiry: float, now: float | None = None) -> Lease:
@@ -441,7 +441,7 @@ class Store(SessionStore):
         with self._fence_lock:
             for result in results:
                 if isinstance(result, Lease) and self._holder(result.session_id) == result.holder:
-                    self._held[result.session_id] = _Fence(result.holder, result.expires_at)
+                    self._held[result.session_id] = Fence(result.holder, result.expires_at)
         return results
 
     def release_lease(self, lease: Lease) -> None:
@@ -546,18 +546,6 @@ class Store(SessionStore):
             f"No session {session_id!r} in {self.path}. "
             "Fix: run `autogpt sessions` to list the stored sessions and their ids."
         )
-
-
-@attrs.frozen
-class _Fence:
-    """A lease this store holds: its holder, and the expiry it last confirmed, before
-    which nobody can have taken the lease over."""
-
-    holder: str
-    until: float
-
-    def confirmed(self, now: float | None = None) -> bool:
-        return (time.time() if now is None else now) < self.until
 
 
 def _artifact(row: tuple[Any, ...]) -> ArtifactRecord:
