@@ -50,6 +50,12 @@ def add_serve_parser(sub: Any) -> None:
         help="tasks running at once; past it new work gets 503 (100)",
     )
     serve.add_argument(
+        "--store",
+        metavar="URL",
+        help="the session store: a postgresql:// URL (several servers may share it) or a "
+        "SQLite file (default: the config's store, or the data directory's)",
+    )
+    serve.add_argument(
         "--no-auth",
         action="store_true",
         help="no tokens: anyone who reaches the port may use it (loopback only)",
@@ -107,6 +113,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ._cli_run import demo_recording
 
     config = _with_replay_settings(load_config(args.config), args)
+    if args.store:
+        import attrs
+
+        config = attrs.evolve(config, store=args.store)
     llm = args.llm
     if args.demo:
         if args.llm:

@@ -41,6 +41,8 @@ MAX_PAGE_SIZE = 100
 MAX_INT32 = 2**31 - 1
 MAX_DOWNLOAD = 256 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
+#: How often a stream looks at a shared store for a task another process runs.
+POLL_SECONDS = 0.25
 
 
 class _TooLarge(Exception):
@@ -651,11 +653,13 @@ class Api:
         """The task's stored events after ``after`` (each with its id, to resume from),
         what it waits on as it starts waiting, and ``finished`` once it ended."""
         shown = None
+        spoke = trio.current_time()  # when the stream last sent anything
         yield "retry: 2000\n\n"
         while not self.tasks.closing:
             woken = self.tasks.notifier.event(task_id)
             events = await self._encoded_events(task_id, after)
             if events:
+                spoke = trio.current_time()
                 after = events[-1][0]
                 # One chunk for what one look found: one send, not one per event.
                 yield "".join(text for _, text in events)
@@ -670,9 +674,15 @@ class Api:
                 if record.status in ENDED:
                     yield _sse("finished", {"status": str(record.status), "result": record.result})
                     return
-            with trio.move_on_after(KEEPALIVE_SECONDS) as idle:
+            # Another process's writes wake nobody here: with a shared store, look again
+            # every POLL_SECONDS while the task is not run by this process.
+            wait = KEEPALIVE_SECONDS
+            if self.tasks.shared_store and live is None:
+                wait = POLL_SECONDS
+            with trio.move_on_after(wait):
                 await woken.wait()
-            if idle.cancelled_caught:
+            if trio.current_time() - spoke >= KEEPALIVE_SECONDS:
+                spoke = trio.current_time()
                 yield ": keep-alive\n\n"
 
 

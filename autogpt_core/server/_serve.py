@@ -20,6 +20,7 @@ from .._config import Config
 from .._errors import ConfigError
 from ..agent._options import RunOptions
 from ..agent._runtime import Runtime
+from ..store._open import is_postgres_url
 from ._app import Api, Limits
 from ._auth import Tokens, load_tokens
 from ._hosts import is_loopback
@@ -93,6 +94,7 @@ async def serve(
                 max_sessions=options.max_sessions,
                 idle_seconds=options.idle_seconds,
                 approval_seconds=options.approval_seconds,
+                shared_store=is_postgres_url(runtime.store_location),
             )
             api = Api(tasks, tokens, Limits(options.body_bytes, options.upload_bytes))
             hconfig = hypercorn.config.Config()

@@ -27,7 +27,7 @@ import trio
 
 from hookspecs import Confirmation, ConfirmationRequest
 
-from .._errors import AutoGPTError, SessionNotFound
+from .._errors import AutoGPTError, SessionInUse, SessionNotFound
 from ..agent._options import RunOptions
 from ..agent._runtime import Channel, Runtime
 from ..store._records import CycleRecord, SessionRecord, SessionStatus
@@ -108,7 +108,10 @@ class Live:
     parked: bool = False
     ended: bool = False
     error: str | None = None
+    #: The session's lease is another process's (a server on the same PostgreSQL).
+    elsewhere: bool = False
     cycle: int = 0
+    gates: int = 0
 
 
 class Tasks:
@@ -127,8 +130,13 @@ class Tasks:
         max_sessions: int = 100,
         idle_seconds: float = 300.0,
         approval_seconds: float | None = None,
+        shared_store: bool = False,
     ) -> None:
         self.runtime = runtime
+        #: Other server processes use the same store (PostgreSQL): a stepped task parks
+        #: right after each step, so that any process can take the next one, and event
+        #: streams also look at the store now and then (others' writes wake nobody here).
+        self.shared_store = shared_store
         self.nursery = nursery
         self.base = base
         self.max_sessions = max_sessions
@@ -230,6 +238,9 @@ class Tasks:
             task_status.started()
             try:
                 await self.runtime.resume(live.task_id, self.base, channel=channel)
+            except SessionInUse as exc:
+                live.elsewhere = True
+                live.error = self.runtime.redactor.text(str(exc))
             except AutoGPTError as exc:
                 live.error = self.runtime.redactor.text(str(exc))
             except Exception as exc:  # a session's bug must not stop the server
@@ -252,6 +263,11 @@ class Tasks:
             return
         live.at_gate = True
         self.notifier.notify(live.task_id)
+        live.gates += 1
+        queued = live.permit_source.statistics().current_buffer_used
+        if self.shared_store and live.gates > 1 and not queued:
+            self._park(live)
+            await trio.sleep_forever()
         with trio.move_on_after(self.idle_seconds):
             await live.permit_source.receive()
             live.at_gate = False
@@ -384,6 +400,13 @@ class Tasks:
                 if live.pending is not None and live.pending is not answered:
                     return live, live.pending.cycle, False
                 if live.ended:
+                    if live.elsewhere:
+                        raise TaskError(
+                            409,
+                            f"task {task_id} is being run by another server process now; "
+                            "watch its events, or step it again once it is done",
+                            retry_after=1,
+                        )
                     done = await self.store.last_completed_cycle(task_id)
                     return None, done, done > before
                 if live.at_gate and live.cycle > before:
