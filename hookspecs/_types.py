@@ -156,6 +156,10 @@ class SessionView:
     cycle: int = 0
     continuous: bool = False
     budget: Budget = Budget()
+    #: Whose session it is: the token name of the ``autogpt serve`` task, ``None`` for
+    #: the terminal's sessions. A memory backend keeps ``scope="all"`` within one owner:
+    #: what one owner's sessions remembered, another owner's never recall.
+    owner: str | None = None
 
 
 @attrs.frozen
@@ -377,7 +381,8 @@ class MemoryItem:
 
 @attrs.frozen
 class MemoryQuery:
-    """A recall request. ``scope`` is ``"session"`` (this session only) or ``"all"``.
+    """A recall request. ``scope`` is ``"session"`` (this session only) or ``"all"`` (every
+    session of the same owner, ``SessionView.owner``).
 
     ``kinds`` limits the recall to items of those kinds (empty: any kind). The core stores
     one ``"observation"`` per cycle; what an agent chose to remember is a ``"note"``.

@@ -7,6 +7,7 @@ sockets. ``spec_validator(name)`` checks a response against the Agent Protocol d
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -71,6 +72,18 @@ class Running:
     def client(self, who: str | None = "alice", **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {TOKENS[who]}"} if who else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kwargs)
+
+    def call_async_pair(self, fn: Any, first: Any, second: Any) -> list[Any]:
+        """``fn(first)`` and ``fn(second)`` from two threads at once: both requests are on
+        their way before either is answered (as two consoles' clicks can be)."""
+        barrier = threading.Barrier(2)
+
+        def run(arg: Any) -> Any:
+            barrier.wait(30)
+            return fn(arg)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            return list(pool.map(run, [first, second]))
 
     def call(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(*args)`` in the server's own trio thread (e.g. to look at its tasks)."""

@@ -3,10 +3,13 @@ and what an unattended task may do."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 
@@ -15,6 +18,7 @@ from autogpt_core._errors import ConfigError
 from autogpt_core.server._auth import MIN_TOKEN_LENGTH, TOKEN_FILE, load_tokens
 from autogpt_core.server._hosts import is_loopback
 from autogpt_core.server._serve import ServeOptions, serve
+from autogpt_core.server._tasks import Live, Pending, TaskError, Tasks
 
 from .clirun import autogpt, cli_env
 from .serverkit import API, WRITE_AND_FINISH, recording, running, sse_events
@@ -224,3 +228,151 @@ def test_admins_must_be_configured_tokens(tmp_path: Path) -> None:
         )
     lone = load_tokens({}, tmp_path, environ={"AUTOGPT_TOKEN": "c" * 20})
     assert lone.may_administer("default")
+
+
+def test_one_tokens_tasks_never_recall_anothers_memories(tmp_path: Path) -> None:
+    """What alice's task remembered, alice's later tasks recall (scope all), bob's do not:
+    neither with the recall command nor in the notes of earlier sessions in the prompt."""
+    note = "ALICE-PRIVATE: the merger code is BLUEFALCON"
+    remember = recording(
+        tmp_path / "remember.json", ("remember", {"text": note}), ("finish", {"result": "ok"})
+    )
+    with running(tmp_path, remember) as server, server.client() as alice:
+        task_id = alice.post(API, json={"input": "remember the merger code"}).json()["task_id"]
+        for _ in range(2):
+            assert alice.post(f"{API}/{task_id}/steps", json={}).status_code == 200
+    recall = recording(
+        tmp_path / "recall.json",
+        ("recall", {"query": "merger code", "scope": "all"}),
+        ("finish", {"result": "ok"}),
+    )
+    with running(tmp_path, recall) as server:
+        for who, sees in (("bob", False), ("alice", True)):
+            with server.client(who) as client:
+                task_id = client.post(API, json={"input": "what is the merger code"}).json()[
+                    "task_id"
+                ]
+                step = client.post(f"{API}/{task_id}/steps", json={}).json()
+                output = step["additional_output"]["result"]["output"]
+                assert ("BLUEFALCON" in output) is sees, (who, output)
+                assert client.post(f"{API}/{task_id}/steps", json={}).json()["is_last"]
+                events = client.get(f"{API}/{task_id}/events").text
+                assert ("BLUEFALCON" in events) is sees, who
+
+
+def test_what_the_review_found_stays_fixed(tmp_path: Path) -> None:
+    """Chunked bodies past the limit are 413 (not 500); JSON nested too deep or with a
+    number too long is 422; any file name downloads; an event id past 2^63 is 422."""
+    replay = recording(tmp_path / "r.json", ("write_file", {"path": "x", "content": "x"}))
+    with (
+        running(tmp_path, replay, body_bytes=16384, upload_bytes=8192) as server,
+        server.client() as client,
+    ):
+        task_id = client.post(API, json={"input": "x"}).json()["task_id"]
+
+        def chunks(data: bytes) -> Iterator[bytes]:
+            for start in range(0, len(data), 1000):
+                yield data[start : start + 1000]
+
+        big = json.dumps({"input": "a" * 40_000}).encode()
+        chunked = client.post(API, content=chunks(big))
+        assert chunked.status_code == 413, chunked.text
+        assert "at most 16384 bytes" in chunked.json()["message"]
+        boundary = "xyz"
+        form = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="b"\r\n\r\n'
+            ).encode()
+            + b"b" * 20_000
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        upload = client.post(
+            f"{API}/{task_id}/artifacts",
+            content=chunks(form),
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+        )
+        assert upload.status_code == 413, upload.text
+        assert "an upload may be at most 8192 bytes" in upload.json()["message"]
+
+        deep = "[" * 3000 + "]" * 3000
+        nested = client.post(API, content='{"input": "x", "additional_input": {"a": ' + deep + "}}")
+        assert nested.status_code == 422
+        assert "nested too deeply" in nested.json()["message"]
+        digits = client.post(API, content='{"input": "x", "n": ' + "9" * 5000 + "}")
+        assert digits.status_code == 422
+
+        for name in ("报告.txt", "\u202eevil.txt", 'quo"te.txt'):
+            made = client.post(f"{API}/{task_id}/artifacts", files={"file": (name, b"data")})
+            assert made.status_code == 200, made.text
+            got = client.get(f"{API}/{task_id}/artifacts/{made.json()['artifact_id']}")
+            assert got.status_code == 200
+            assert got.content == b"data"
+            disposition = got.headers["content-disposition"]
+            assert disposition.isascii()
+            assert "\u202e" not in disposition
+            assert "filename*=UTF-8''" in disposition
+
+        for after in ("99999999999999999999999", "-1", "x"):
+            response = client.get(f"{API}/{task_id}/events", params={"after": after})
+            assert response.status_code == 422, after
+
+
+def test_two_answers_at_once_one_counts_the_other_is_told(tmp_path: Path) -> None:
+    replay = recording(tmp_path / "r.json", *WRITE_AND_FINISH)
+    with running(tmp_path, replay, grant=["fs.read"]) as server, server.client() as client:
+        task_id = client.post(
+            API, json={"input": "write", "additional_input": {"autonomous": True}}
+        ).json()["task_id"]
+        with client.stream("GET", f"{API}/{task_id}/events") as stream:
+            for _, kind, data in sse_events(stream):
+                if kind == "confirmation_needed":
+                    url = f"{API}/{task_id}/confirmations/{data['id']}"
+
+                    def answer(decision: str, url: str = url) -> httpx.Response:
+                        with server.client() as own:
+                            return own.post(url, json={"decision": decision})
+
+                    # Both reach the server before the task wakes: one is the answer.
+                    statuses = server.call_async_pair(answer, "deny", "approve")
+                    # Never both "answered": the other learns it was answered already (409),
+                    # or, if the task took the first answer meanwhile, that nothing waits (404).
+                    codes = sorted(r.status_code for r in statuses)
+                    assert codes in ([200, 404], [200, 409]), codes
+                    winner = next(r for r in statuses if r.status_code == 200)
+                    decided = winner.request.content
+        approved = b"approve" in decided
+        assert (server.data_dir / "workspaces" / task_id / "out.txt").exists() is approved
+
+
+def test_per_token_limit_leaves_room_for_others_and_a_refused_create_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    replay = recording(tmp_path / "r.json", *WRITE_AND_FINISH)
+    with (
+        running(
+            tmp_path, replay, grant=["fs.read"], max_sessions=4, max_sessions_per_token=1
+        ) as server,
+        server.client() as alice,
+        server.client("bob") as bob,
+    ):
+        body = {"input": "write", "additional_input": {"autonomous": True}}
+        assert alice.post(API, json=body).status_code == 200
+        refused = alice.post(API, json=body)
+        assert refused.status_code == 503
+        assert "--max-sessions-per-token" in refused.json()["message"]
+        assert refused.headers["retry-after"] == "5"
+        assert alice.get(API).json()["pagination"]["total_items"] == 1  # nothing left behind
+        assert bob.post(API, json=body).status_code == 200
+
+
+def test_a_second_answer_before_the_task_wakes_is_refused() -> None:
+    """The race itself, made certain: two answers given before the waiting task runs."""
+    send, receive = trio.open_memory_channel[None](1)
+    live = Live("t", "alice", "auto", send, receive)
+    live.pending = Pending("p", "confirmation", 1, {"command": "write_file"})
+    tasks = Tasks.__new__(Tasks)  # answer() reads only the live task
+    tasks.answer(live, "p", {"decision": "deny"})
+    with pytest.raises(TaskError) as refused:
+        tasks.answer(live, "p", {"decision": "approve"})
+    assert refused.value.status == 409
+    assert live.pending.answer.approved is False

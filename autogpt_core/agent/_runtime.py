@@ -404,6 +404,7 @@ class Runtime:
             provider_seconds=provider_seconds(owner.settings if owner is not None else None),
             max_failures=limits.max_failures,
             continuous=options.continuous,
+            owner=options.owner,
             model=options.model,
             history=list(history),
             cycle=cycle,

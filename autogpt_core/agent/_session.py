@@ -97,6 +97,8 @@ class Session:
     provider_seconds: float
     max_failures: int
     continuous: bool = False
+    #: Whose session it is (``SessionView.owner``): memory stays within one owner.
+    owner: str | None = None
     model: str | None = None
     history: list[Message] = attrs.field(factory=list)
     cycle: int = 0
@@ -125,6 +127,7 @@ class Session:
             cycle=self.cycle,
             continuous=self.continuous,
             budget=self.budget,
+            owner=self.owner,
         )
         return self.emitter.view
 

@@ -56,6 +56,12 @@ def add_serve_parser(sub: Any) -> None:
         "SQLite file (default: the config's store, or the data directory's)",
     )
     serve.add_argument(
+        "--max-sessions-per-token",
+        type=_positive_int,
+        metavar="N",
+        help="tasks one token may run at once (no limit): one client cannot take every slot",
+    )
+    serve.add_argument(
         "--no-auth",
         action="store_true",
         help="no tokens: anyone who reaches the port may use it (loopback only)",
@@ -127,6 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=args.port,
         auth=not args.no_auth,
         max_sessions=args.max_sessions,
+        max_sessions_per_token=args.max_sessions_per_token,
         idle_seconds=args.idle_timeout,
         approval_seconds=args.approval_timeout,
         body_bytes=args.max_body,

@@ -17,6 +17,7 @@ import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 import trio
@@ -43,10 +44,6 @@ MAX_DOWNLOAD = 256 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
 #: How often a stream looks at a shared store for a task another process runs.
 POLL_SECONDS = 0.25
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class Limits:
@@ -89,7 +86,6 @@ class SizeLimit:
                     await _too_large(what, limit)(scope, receive, send)
                     return
         seen = 0
-        started = False
 
         async def limited_receive() -> Message:
             nonlocal seen
@@ -97,24 +93,24 @@ class SizeLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    # Raised inside the app, whose HTTPException handler answers it: an
+                    # exception of our own would reach Starlette's 500 first.
+                    raise HTTPException(413, _too_large_text(what, limit), headers=_CLOSE)
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        await self.app(scope, limited_receive, send)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _too_large(what, limit)(scope, receive, send)
+
+def _too_large_text(what: str, limit: int) -> str:
+    return f"{what} may be at most {limit} bytes (see autogpt serve --help)"
+
+
+#: A body refused before it was read leaves the rest of it on the connection: close it.
+_CLOSE = {"Connection": "close"}
 
 
 def _too_large(what: str, limit: int) -> JSONResponse:
-    return _error(413, f"{what} may be at most {limit} bytes (see autogpt serve --help)")
+    return _error(413, _too_large_text(what, limit), _CLOSE)
 
 
 class Api:
@@ -170,7 +166,7 @@ class Api:
             message = {404: "no such endpoint", 405: "method not allowed here"}.get(
                 exc.status_code, str(exc.detail)
             )
-            headers = None
+            headers = dict(exc.headers or {})
             if exc.status_code == 405:
                 # RFC 9110: a 405 names the methods the path has, over all its routes
                 # (Starlette's own names only those of the first route that matched).
@@ -180,7 +176,7 @@ class Api:
                     if r.matches(request.scope)[0] != Match.NONE
                     for method in r.methods or ()
                 }
-                headers = {"Allow": ", ".join(sorted(allowed))}
+                headers["Allow"] = ", ".join(sorted(allowed))
             text = f"{message}: {request.method} {request.url.path}"
             return _error(exc.status_code, text, headers)
 
@@ -227,6 +223,10 @@ class Api:
             value = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TaskError(422, f"the body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise TaskError(422, "the body is JSON nested too deeply to read") from None
+        except ValueError as exc:  # a number of more digits than Python reads
+            raise TaskError(422, f"the body holds a value that cannot be read: {exc}") from None
         if not isinstance(value, dict):
             raise TaskError(422, f"the body must be a JSON object, not {type(value).__name__}")
         return value
@@ -308,7 +308,12 @@ class Api:
         task_id = await self.tasks.create(text, owner, continuous=continuous)
         record = await self.store.get_session(task_id)
         if autonomous:
-            await self.tasks.start(record, "auto")
+            try:
+                await self.tasks.start(record, "auto")
+            except TaskError:
+                # Refused (503): the client learns of no task, so none is left behind.
+                await self.tasks.discard(record)
+                raise
         return JSONResponse(await self._task_json(record))
 
     async def list_tasks(self, request: Request, owner: str | None) -> Response:
@@ -543,6 +548,8 @@ class Api:
         try:
             form = await request.form(max_files=1, max_fields=10)
         except HTTPException as exc:
+            if exc.status_code == 413:
+                raise
             raise TaskError(422, f"the form cannot be read: {exc.detail}") from None
         try:
             path, data = await _uploaded(form)
@@ -576,11 +583,10 @@ class Api:
             )
         except WorkspaceError as exc:
             raise TaskError(404, f"artifact {artifact_id} cannot be read: {exc}") from None
-        quoted = artifact.file_name.replace("\\", "_").replace('"', "_")
         return Response(
             data,
             media_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{quoted}"'},
+            headers={"Content-Disposition": _attachment(artifact.file_name)},
         )
 
     # -- live -----------------------------------------------------------------------
@@ -608,9 +614,11 @@ class Api:
         try:
             after = int(given)
         except ValueError:
+            after = -1
+        if not 0 <= after < 2**63:
             raise TaskError(422, "Last-Event-ID: must be the id of an event") from None
         return StreamingResponse(
-            self._stream(record.id, max(after, 0)),
+            self._stream(record.id, after),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -717,6 +725,14 @@ class _Flight:
 
     done: trio.Event = attrs.field(factory=trio.Event)
     result: list[tuple[int, str]] | None = None
+
+
+def _attachment(name: str) -> str:
+    """A Content-Disposition for downloading ``name``: an ASCII fallback, and the name
+    itself percent-encoded (RFC 6266); control characters never reach the header."""
+    shown = "".join(c for c in name if c.isprintable())
+    fallback = "".join(c if c.isascii() and c not in '"\\' else "_" for c in shown) or "file"
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(shown, safe='')}"
 
 
 def _sse(kind: str, data: Mapping[str, Any], *, event_id: int | None = None) -> str:

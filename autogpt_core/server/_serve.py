@@ -39,6 +39,7 @@ class ServeOptions:
     port: int = 8000
     auth: bool = True
     max_sessions: int = 100
+    max_sessions_per_token: int | None = None
     idle_seconds: float = 300.0
     approval_seconds: float | None = None
     body_bytes: int = 1024 * 1024
@@ -92,6 +93,7 @@ async def serve(
                 nursery,
                 base=run_options or RunOptions(),
                 max_sessions=options.max_sessions,
+                max_sessions_per_token=options.max_sessions_per_token,
                 idle_seconds=options.idle_seconds,
                 approval_seconds=options.approval_seconds,
                 shared_store=is_postgres_url(runtime.store_location),

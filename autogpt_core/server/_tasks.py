@@ -15,6 +15,7 @@ Tasks are the owner's: another token's request is answered as if the task did no
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import sys
@@ -128,6 +129,7 @@ class Tasks:
         *,
         base: RunOptions,
         max_sessions: int = 100,
+        max_sessions_per_token: int | None = None,
         idle_seconds: float = 300.0,
         approval_seconds: float | None = None,
         shared_store: bool = False,
@@ -140,6 +142,7 @@ class Tasks:
         self.nursery = nursery
         self.base = base
         self.max_sessions = max_sessions
+        self.max_sessions_per_token = max_sessions_per_token
         self.idle_seconds = idle_seconds
         limit = runtime.config.limits.confirm_timeout
         self.approval_seconds = (
@@ -162,6 +165,12 @@ class Tasks:
     async def create(self, goal: str, owner: str | None, *, continuous: bool = False) -> str:
         options = attrs.evolve(self.base, owner=owner, continuous=continuous, session_id=None)
         return await self.runtime.create(goal, options)
+
+    async def discard(self, record: SessionRecord) -> None:
+        """Delete a task that never ran (its record and its empty workspace)."""
+        await self.store.delete_session(record.id)
+        with contextlib.suppress(OSError):
+            record.workspace.rmdir()
 
     async def get(self, task_id: str, owner: str | None) -> SessionRecord:
         """The task, if ``owner`` may see it; else ``TaskError`` 404."""
@@ -222,8 +231,18 @@ class Tasks:
                 "try again shortly",
                 retry_after=5,
             )
+        owner = record.config.get("owner")
+        per_token = self.max_sessions_per_token
+        mine = sum(1 for other in self.live.values() if other.owner == owner)
+        if per_token is not None and mine >= per_token:
+            raise TaskError(
+                503,
+                f"this token runs {per_token} tasks, its limit (--max-sessions-per-token): "
+                "let one finish, answer what they wait for, or cancel one",
+                retry_after=5,
+            )
         send, receive = trio.open_memory_channel[None](math.inf)
-        live = Live(record.id, record.config.get("owner"), mode, send, receive)
+        live = Live(record.id, owner, mode, send, receive)
         self.live[record.id] = live
         await self.nursery.start(self._drive, live)
         return live
@@ -347,6 +366,9 @@ class Tasks:
         pending = live.pending
         if pending is None or (pending_id is not None and pending.id != pending_id):
             raise _not_found("pending question", pending_id or "(any)")
+        if pending.answered.is_set():
+            # Two answers at once: the first counts; the second is told so, never "answered".
+            raise TaskError(409, f"{pending.kind} {pending.id} was answered already")
         if pending.kind == "confirmation":
             pending.answer = confirmation(pending, reply)
         else:

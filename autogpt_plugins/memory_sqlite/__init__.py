@@ -32,6 +32,7 @@ from hookspecs import (
     hookimpl,
 )
 
+from ._db import OWNER_KEY
 from ._db import MemoryDB as MemoryDB
 from ._writer import MemoryWriter
 
@@ -117,17 +118,15 @@ class SQLiteMemory:
 
     def memory_store(self, session: SessionView, item: MemoryItem) -> str:
         """Store ``item`` (as ``session``'s if it names no session); return its id."""
-        if not item.session_id:
-            item = attrs.evolve(item, session_id=session.id)
-        return self.db().memory_store(item)
+        return self.db().memory_store(owned(session, item))
 
     def memory_recall(self, session: SessionView, query: MemoryQuery) -> list[MemoryHit]:
-        """The best matches for ``query``, in ``session`` or in all sessions."""
-        return self.db().memory_recall(query, session.id, backend=PLUGIN_ID)
+        """The best matches for ``query``, in ``session`` or in all its owner's sessions."""
+        return self.db().memory_recall(query, session.id, backend=PLUGIN_ID, owner=session.owner)
 
     def memory_forget(self, session: SessionView, query: MemoryQuery) -> int:
         """Forget what matches ``query``; return how many items."""
-        return self.db().memory_forget(query, session.id)
+        return self.db().memory_forget(query, session.id, owner=session.owner)
 
     # -- commands and prompt ------------------------------------------------------------
 
@@ -154,6 +153,16 @@ class SQLiteMemory:
             where = "in this session" if scope == "session" else "in any session"
             return f"No memories match {query!r} {where}."
         return "\n".join(f"{n}. {text}" for n, text in enumerate(texts[:wanted], 1))
+
+
+def owned(session: SessionView, item: MemoryItem) -> MemoryItem:
+    """``item`` as ``session``'s (if it names no session), marked with its owner: the
+    owner's sessions alone recall it (``scope="all"`` stays within one owner)."""
+    if not item.session_id:
+        item = attrs.evolve(item, session_id=session.id)
+    if session.owner is not None:
+        item = attrs.evolve(item, metadata={**item.metadata, OWNER_KEY: session.owner})
+    return item
 
 
 def _shorten(text: str) -> str:
@@ -185,7 +194,7 @@ async def remember(ctx: CommandContext, text: str) -> str:
     # Through the group-committing writer, as memory_store: no worker thread of its own.
     if not _memory.opened():
         await trio.to_thread.run_sync(_memory.db)
-    return remembered(await _memory.writer().store(note(ctx, text)))
+    return remembered(await _memory.writer().store(owned(ctx.session, note(ctx, text))))
 
 
 def note(ctx: CommandContext, text: str) -> MemoryItem:
@@ -221,8 +230,7 @@ async def forget(ctx: CommandContext, query: str) -> str:
 async def memory_store(session: SessionView, item: MemoryItem) -> str:
     # Every cycle of every session stores a memory: group-committing them with the other
     # sessions' items costs one transaction per batch instead of a thread and a commit each.
-    if not item.session_id:
-        item = attrs.evolve(item, session_id=session.id)
+    item = owned(session, item)
     if not _memory.opened():
         await trio.to_thread.run_sync(_memory.db)
     return await _memory.writer().store(item)

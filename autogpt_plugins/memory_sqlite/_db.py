@@ -131,7 +131,12 @@ class MemoryDB:
         return outcomes
 
     def memory_recall(
-        self, query: MemoryQuery, session_id: str, *, backend: str = "memory_sqlite"
+        self,
+        query: MemoryQuery,
+        session_id: str,
+        *,
+        backend: str = "memory_sqlite",
+        owner: str | None = None,
     ) -> list[MemoryHit]:
         """Up to ``query.limit`` items matching ``query.text``, best first.
 
@@ -139,13 +144,14 @@ class MemoryDB:
         any of them; items with more (and rarer) matching words rank higher (FTS5 ``bm25``).
         Scores are in (0, 1), higher is better. Empty text (or no words) returns the most
         recent items, with score 0. ``query.scope`` ``"session"`` searches ``session_id``'s
-        items only, ``"all"`` every session's; ``query.kinds``, when not empty, keeps items
-        of those kinds only.
+        items only, ``"all"`` every session's of ``owner`` (an owner's items are marked in
+        their metadata; ``owner=None``, the terminal's, sees every item); ``query.kinds``,
+        when not empty, keeps items of those kinds only.
         """
         limit = max(query.limit, 0)
         match = _match_expression(query.text)
         columns = "m.id, m.session_id, m.kind, m.text, m.metadata, m.created_at"
-        kinds_sql, kinds = _kinds(query)
+        kinds_sql, kinds = _kinds(query, owner)
         with self._read() as conn:
             if match is None:
                 # memory_by_session or memory_by_created: the newest, read in index order.
@@ -170,15 +176,18 @@ class MemoryDB:
                 rows = conn.execute(sql, (match, *scope, *kinds, limit)).fetchall()
         return [self._hit(row, backend) for row in rows]
 
-    def memory_forget(self, query: MemoryQuery, session_id: str) -> int:
+    def memory_forget(
+        self, query: MemoryQuery, session_id: str, *, owner: str | None = None
+    ) -> int:
         """Forget items and return how many.
 
         Empty ``query.text`` forgets every item in scope (``"session"``: ``session_id``'s,
         ``"all"``: every item); otherwise the items in scope matching any of its words.
         Non-empty ``query.kinds`` limits it to items of those kinds. Text without any word
-        forgets nothing. A session left without items leaves no trace in the file.
+        forgets nothing. A session left without items leaves no trace in the file. With
+        ``owner``, ``"all"`` is that owner's items only.
         """
-        kinds_sql, kinds = _kinds(query)
+        kinds_sql, kinds = _kinds(query, owner)
         match = _match_expression(query.text)
         if query.text.strip() and match is None:
             return 0
@@ -419,6 +428,10 @@ def _put(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
     )
 
 
+#: The metadata key marking an item as its owner's (``SessionView.owner``).
+OWNER_KEY = "owner"
+
+
 def _scope_by_column(scope: str, session_id: str) -> tuple[str, tuple[str | int, ...]]:
     """A WHERE clause fragment keeping the items of ``scope``, by ``session_id``."""
     if scope == "session":
@@ -447,10 +460,17 @@ def _scope_by_range(
     )
 
 
-def _kinds(query: MemoryQuery) -> tuple[str, tuple[str, ...]]:
-    if not query.kinds:
-        return "", ()
-    return f" AND m.kind IN ({', '.join('?' * len(query.kinds))})", query.kinds
+def _kinds(query: MemoryQuery, owner: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE fragment for ``query.kinds`` and, for ``"all"`` of an owner's session,
+    the owner (a session's own items are its owner's already)."""
+    sql = ""
+    params: tuple[str, ...] = ()
+    if query.kinds:
+        sql, params = f" AND m.kind IN ({', '.join('?' * len(query.kinds))})", query.kinds
+    if owner is not None and query.scope == "all":
+        sql += f" AND json_extract(m.metadata, '$.{OWNER_KEY}') = ?"
+        params = (*params, owner)
+    return sql, params
 
 
 def _match_expression(text: str) -> str | None:
