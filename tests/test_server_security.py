@@ -376,3 +376,27 @@ def test_a_second_answer_before_the_task_wakes_is_refused() -> None:
         tasks.answer(live, "p", {"decision": "approve"})
     assert refused.value.status == 409
     assert live.pending.answer.approved is False
+
+
+def test_a_bug_of_ours_is_a_json_500_without_details(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    secret = "sk-live-0123456789abcdefSECRET"
+    with running(tmp_path, recording(tmp_path / "r.json")) as server, server.client() as client:
+
+        async def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError(f"a bug that quotes {secret}")
+
+        os.environ["SERVICE_API_KEY"] = secret
+        try:
+            server.call(server.handle.runtime.redactor.add, [secret])
+            server.call(setattr, server.handle.tasks, "list", broken)
+            response = client.get(API)
+        finally:
+            del os.environ["SERVICE_API_KEY"]
+        assert response.status_code == 500
+        assert response.json() == {"message": "internal error: the server's log says more"}
+        assert client.get("/").status_code == 200  # the server goes on
+    logged = capfd.readouterr().err
+    assert "RuntimeError: a bug that quotes ***" in logged
+    assert secret not in logged

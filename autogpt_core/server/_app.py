@@ -14,6 +14,8 @@ import math
 import os
 import posixpath
 import stat
+import sys
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from typing import Any
@@ -212,6 +214,18 @@ class Api:
                 # The client went away mid-request (or the server is stopping): nobody reads
                 # an answer; whatever the request had started stays stored as it was.
                 return Response(status_code=400)
+            except HTTPException:
+                raise  # Starlette's own answers (413 while reading the body, say)
+            except Exception as exc:
+                # A bug of ours: the client gets a message in the shape of every other
+                # error, the operator the traceback, masked (stderr); the server goes on.
+                text = "".join(traceback.format_exception(exc))
+                print(
+                    f"autogpt serve: {request.method} {request.url.path}: {self.mask(text)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return _error(500, "internal error: the server's log says more")
 
         return guarded
 
