@@ -4,6 +4,8 @@ task's requests (a real PostgreSQL server, real server processes)."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +20,9 @@ from .clirun import cli_env
 from .serverkit import API, TOKENS, sse_events
 
 pytestmark = pytest.mark.slow
+
+#: The server processes behind the clients ``_servers`` yields (for a test to kill one).
+_PROCESSES: dict[int, list[subprocess.Popen[str]]] = {}
 
 
 @contextlib.contextmanager
@@ -52,14 +57,19 @@ def _servers(
                 raise AssertionError(process.stderr.read())  # type: ignore[union-attr]
             headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
             clients.append(httpx.Client(base_url=base, headers=headers, timeout=60))
+        _PROCESSES[id(clients)] = processes
         yield clients
     finally:
+        _PROCESSES.pop(id(clients), None)
         for client in clients:
             client.close()
         for process in processes:
-            process.terminate()
+            if process.poll() is None:
+                process.terminate()
         for process in processes:
             _, err = process.communicate(timeout=60)
+            if process.returncode == -signal.SIGKILL:
+                continue  # killed by the test
             assert process.returncode == 0, err
             assert "Traceback" not in err
 
@@ -128,3 +138,45 @@ def test_a_task_another_server_runs_is_refused_by_name_and_answered_there(
                     )
                     assert answered.status_code == 200
         assert two.get(f"{API}/{task_id}").json()["status"] == "finished"
+
+
+def test_kill_9_a_server_and_the_other_finishes_its_autonomous_tasks(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Five autonomous tasks run on one server, each waiting for an approval (its command
+    not run yet); that server is killed with SIGKILL. The other takes them up (their lease
+    binds no more: its process is gone), asks again, and with the approvals given there
+    every task finishes: every cycle recorded once, every command run once."""
+    extra = "permissions: {grant: [fs.read]}\n"
+    with _servers(tmp_path, postgres_url, extra=extra) as clients:
+        one, two = clients
+        body = {"input": DEMO_GOAL, "additional_input": {"autonomous": True}}
+        ids = [one.post(API, json=body).json()["task_id"] for _ in range(5)]
+        for task_id in ids:
+            with one.stream("GET", f"{API}/{task_id}/events") as stream:
+                for _ in sse_events(stream, until="confirmation_needed"):
+                    pass
+        victim = _PROCESSES[id(clients)][0]
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(30)
+        for task_id in ids:
+            with two.stream("GET", f"{API}/{task_id}/events") as stream:
+                for _, kind, data in sse_events(stream):
+                    if kind == "confirmation_needed":
+                        url = f"{API}/{task_id}/confirmations/{data['id']}"
+                        assert two.post(url, json={"decision": "approve"}).status_code == 200
+        for task_id in ids:
+            task = two.get(f"{API}/{task_id}").json()
+            assert task["status"] == "finished", task
+            steps = two.get(f"{API}/{task_id}/steps").json()["steps"]
+            assert [(s["step_id"], s["name"]) for s in steps] == [
+                ("1", "write_file"),
+                ("2", "remember"),
+                ("3", "recall"),
+                ("4", "finish"),
+            ]
+            events = two.get(f"{API}/{task_id}/events").text
+            commands = [line for line in events.splitlines() if line == "event: command"]
+            assert len(commands) == 4  # each command ran once, across both servers
+            written = tmp_path / "data" / "workspaces" / task_id / "haiku.txt"
+            assert written.read_text().count("Small hooks wait in line") == 1

@@ -34,6 +34,9 @@ class RunOptions:
     # Who the session belongs to: the name of the server token that created it (None for
     # the terminal's sessions). Stored; the server shows a session only to its owner.
     owner: str | None = None
+    # A server task created to run on its own: on a shared store, another server continues
+    # it if the server running it dies. Stored.
+    autonomous: bool = False
 
 
 #: The options stored with a session (never the API key), so that a resume runs it alike,
@@ -47,6 +50,7 @@ STORED_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "max_cost": (int, float),
     "continuous": bool,
     "owner": str,
+    "autonomous": bool,
 }
 
 

@@ -319,7 +319,7 @@ class Api:
             raise TaskError(
                 503, "this server runs as many tasks as it may; try again shortly", retry_after=5
             )
-        task_id = await self.tasks.create(text, owner, continuous=continuous)
+        task_id = await self.tasks.create(text, owner, continuous=continuous, autonomous=autonomous)
         record = await self.store.get_session(task_id)
         if autonomous:
             try:

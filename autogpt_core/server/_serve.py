@@ -27,6 +27,8 @@ from ._hosts import is_loopback
 from ._origin import SameOrigin
 from ._tasks import Tasks
 
+#: How often a server on a shared store looks for autonomous tasks whose server died.
+ORPHAN_SECONDS = 5.0
 #: After the tasks have stopped: how long responses in flight may take to go out.
 CLOSE_SECONDS = 2.0
 
@@ -120,6 +122,8 @@ async def serve(
                 http_done.set()
 
             urls: list[str] = await nursery.start(run_http)
+            if tasks.shared_store:
+                nursery.start_soon(tasks.watch_orphans, ORPHAN_SECONDS)
             task_status.started(ServerHandle(urls, tokens, tasks, runtime, stopping))
             await stopping.wait()
             # hypercorn stops accepting now and lets the requests in flight finish; the

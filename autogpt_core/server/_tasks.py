@@ -15,6 +15,7 @@ Tasks are the owner's: another token's request is answered as if the task did no
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import math
@@ -152,6 +153,7 @@ class Tasks:
         #: Set by ``drain``: no task starts or begins a cycle; event streams end.
         self.draining = False
         self.closing = False
+        self._watching = trio.CancelScope()
         self.notifier = Notifier()
         self._locks: dict[str, trio.Lock] = {}
         runtime.stored_listeners.append(self.notifier.notify)
@@ -162,8 +164,16 @@ class Tasks:
 
     # -- records ----------------------------------------------------------------------
 
-    async def create(self, goal: str, owner: str | None, *, continuous: bool = False) -> str:
-        options = attrs.evolve(self.base, owner=owner, continuous=continuous, session_id=None)
+    async def create(
+        self, goal: str, owner: str | None, *, continuous: bool = False, autonomous: bool = False
+    ) -> str:
+        options = attrs.evolve(
+            self.base,
+            owner=owner,
+            continuous=continuous,
+            autonomous=autonomous,
+            session_id=None,
+        )
         return await self.runtime.create(goal, options)
 
     async def discard(self, record: SessionRecord) -> None:
@@ -294,12 +304,46 @@ class Tasks:
         self._park(live)
         await trio.sleep_forever()
 
+    async def watch_orphans(self, period: float) -> None:
+        """With a shared store: every ``period`` seconds, take up the autonomous tasks whose
+        server died (``adopt_orphans``), until the server drains."""
+        with self._watching:
+            while not self.draining:
+                await trio.sleep(period)
+                await self.adopt_orphans()
+
+    async def adopt_orphans(self) -> builtins.list[str]:
+        """Start the autonomous tasks that were running in a server that died: stored as
+        running, with a lease that no longer binds (lapsed, or its process gone). A task
+        stopped cleanly (cancelled, drained, parked) released its lease and stays as it is.
+        Two servers adopting at once: one gets the lease, the other lets it go."""
+        adopted: builtins.list[str] = []
+        offset = 0
+        while not self.draining:
+            page = await self.store.list_sessions(offset=offset, limit=200, status="interrupted")
+            for record in page.items:
+                if record.id in self.live or record.config.get("autonomous") is not True:
+                    continue
+                lease = await self.store.get_lease(record.id)
+                if lease is None or lease.live():
+                    continue
+                try:
+                    await self.start(record, "auto")
+                except TaskError:
+                    return adopted  # full: the next look takes the rest
+                adopted.append(record.id)
+            offset += len(page.items)
+            if not page.items or offset >= page.total:
+                break
+        return adopted
+
     async def drain(self, seconds: float) -> None:
         """Stop the live tasks at a safe point: each finishes the cycle it is in and stops
         before the next (one waiting at its gate or on a person stops at once); past
         ``seconds`` the rest are cancelled (saved at their last completed cycle). Then the
         event streams end."""
         self.draining = True
+        self._watching.cancel()
         with trio.move_on_after(seconds):
             while self.live:
                 woken = [self.notifier.event(task_id) for task_id in self.live]
