@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         from ._cli_serve import add_serve_parser
 
         add_serve_parser(sub)
+    from ._cli_store import add_store_parser
+
+    add_store_parser(sub)
     return parser
 
 

@@ -442,6 +442,14 @@ class Tasks:
         task_id = record.id
         async with self.lock(task_id):
             live = self.live.get(task_id)
+            while live is not None and live.parked and not live.ended:
+                # Parked after its last step and still saving: let it end, then run anew
+                # (a permit sent to it now would be lost with it).
+                woken = self.notifier.event(task_id)
+                if not live.ended:
+                    await woken.wait()
+            if live is not None and live.ended:
+                live = self.live.get(task_id)
             if live is not None and live.mode == "auto":
                 raise TaskError(
                     409,

@@ -636,7 +636,11 @@ class PostgresStore(SessionStore):
     ) -> list[Lease | SessionInUse]:
         now = time.time() if now is None else now
         results: list[Lease | SessionInUse] = []
-        with self._write() as conn:
+        # Serialised with the batched writes: they share-lock the lease rows of their
+        # sessions, in their own order, while this updates several; unserialised, the two
+        # could each wait for a row the other holds (a deadlock PostgreSQL breaks by failing
+        # one of them).
+        with self._write(serialised=True) as conn:
             for lease in leases:
                 renewed = conn.execute(
                     "UPDATE leases SET renewed_at = %s, expires_at = %s"
