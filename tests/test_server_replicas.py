@@ -180,3 +180,26 @@ def test_kill_9_a_server_and_the_other_finishes_its_autonomous_tasks(
             assert len(commands) == 4  # each command ran once, across both servers
             written = tmp_path / "data" / "workspaces" / task_id / "haiku.txt"
             assert written.read_text().count("Small hooks wait in line") == 1
+
+
+def test_every_step_on_a_shared_store_runs_a_cycle(tmp_path: Path, postgres_url: str) -> None:
+    """Twenty clients stepping twenty tasks at once, each step to the other server: every
+    step answers with the next cycle (none repeats the last one because its task was
+    still parking), and every task ends."""
+    import concurrent.futures
+
+    with _servers(tmp_path, postgres_url) as clients:
+        ids = [clients[0].post(API, json={"input": DEMO_GOAL}).json()["task_id"] for _ in range(20)]
+
+        def drive(task_id: str) -> list[str]:
+            seen = []
+            for n in range(4):
+                response = clients[n % 2].post(f"{API}/{task_id}/steps", json={})
+                assert response.status_code == 200, response.text
+                seen.append(response.json()["step_id"])
+            return seen
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=20) as pool:
+            results = list(pool.map(drive, ids))
+        assert all(r == ["1", "2", "3", "4"] for r in results), results
+        assert {clients[1].get(f"{API}/{t}").json()["status"] for t in ids} == {"finished"}

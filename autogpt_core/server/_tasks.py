@@ -483,7 +483,9 @@ class Tasks:
                         )
                     done = await self.store.last_completed_cycle(task_id)
                     return None, done, done > before
-                if live.at_gate and live.cycle > before:
+                # A task parking after its step (shared store) is answered for once it has
+                # ended: its lease is free then, for whichever server takes the next step.
+                if live.at_gate and live.cycle > before and not live.parked:
                     return live, live.cycle, True
                 await woken.wait()
 
