@@ -477,7 +477,14 @@ def set_plugin_state(path: Path, plugin_ids: list[str], *, enabled: bool) -> Non
     """Persist enabling or disabling plugins, keeping the rest of the file."""
     raw = read_raw(path)
     parse_config(raw, path=path)  # refuse to rewrite a file that is already invalid
-    plugins = raw.setdefault("plugins", {}) or {}
+    change_plugin_state(raw, plugin_ids, enabled=enabled)
+    write_raw(path, raw)
+
+
+def change_plugin_state(raw: dict[str, Any], plugin_ids: list[str], *, enabled: bool) -> None:
+    """Enable or disable ``plugin_ids`` in the config file's mapping ``raw`` (in place):
+    each moves to ``enable`` (or ``disable``) and out of the other list."""
+    plugins = raw.get("plugins") or {}
     raw["plugins"] = plugins
     add, remove = ("enable", "disable") if enabled else ("disable", "enable")
     current_add = list(plugins.get(add) or [])
@@ -490,4 +497,3 @@ def set_plugin_state(path: Path, plugin_ids: list[str], *, enabled: bool) -> Non
         plugins[remove] = sorted(current_remove)
     else:
         plugins.pop(remove, None)
-    write_raw(path, raw)

@@ -187,18 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 nursery.cancel_scope.cancel()
             return outcome
 
-    try:
-        outcome = trio.run(main)
-    except BaseExceptionGroup as group:
-        # The session runs in a nursery beside the signal watcher: report our own errors
-        # (a missing key, a bad recording) and a second Ctrl-C as themselves, not a group.
-        interrupted, _ = group.split(KeyboardInterrupt)
-        if interrupted is not None:
-            raise KeyboardInterrupt from None
-        ours = _only_autogpt_errors(group)
-        if ours is None:
-            raise
-        raise ours from None
+    outcome = run_unwrapped(main)
     if outcome is None:
         print(
             "autogpt: interrupted; the session was saved: resume it with "
@@ -264,6 +253,24 @@ def _resolve_session_id(config: Config, text: str) -> str:
         )
     with open_store(path) as store:
         return store.resolve_session_id(text)
+
+
+def run_unwrapped(main: Any) -> Any:
+    """``trio.run(main)``, where ``main`` runs its work in a nursery beside a signal
+    watcher: our own errors (a missing key, a bad recording) and a second Ctrl-C are
+    raised as themselves, not as an exception group."""
+    import trio
+
+    try:
+        return trio.run(main)
+    except BaseExceptionGroup as group:
+        interrupted, _ = group.split(KeyboardInterrupt)
+        if interrupted is not None:
+            raise KeyboardInterrupt from None
+        ours = _only_autogpt_errors(group)
+        if ours is None:
+            raise
+        raise ours from None
 
 
 def _only_autogpt_errors(group: BaseExceptionGroup[BaseException]) -> Exception | None:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .._config import load_config
-from ._cli_run import _only_autogpt_errors, _positive_float, _positive_int, _with_replay_settings
+from ._cli_run import _positive_float, _positive_int, _with_replay_settings, run_unwrapped
 
 
 def add_serve_parser(sub: Any) -> None:
@@ -174,16 +174,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     )
                     handle.stop()
 
-    try:
-        trio.run(main)
-    except BaseExceptionGroup as group:
-        interrupted, _ = group.split(KeyboardInterrupt)
-        if interrupted is not None:
-            raise KeyboardInterrupt from None
-        ours = _only_autogpt_errors(group)
-        if ours is None:
-            raise
-        raise ours from None
+    run_unwrapped(main)
     print("autogpt serve: stopped; every task was saved", file=sys.stderr)
     return 0
 

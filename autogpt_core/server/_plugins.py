@@ -23,7 +23,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._config import PLUGIN_ID, Config, parse_config, read_raw, write_raw
+from .._config import (
+    PLUGIN_ID,
+    Config,
+    change_plugin_state,
+    parse_config,
+    read_raw,
+    write_raw,
+)
 from .._errors import ConfigError
 from ..plugins._loader import BROKEN, PluginRecord, load_plugins_env, scan
 from ..plugins._manifest import TYPE_NAMES, Manifest, SettingDecl, matches_type
@@ -277,7 +284,7 @@ class Plugins:
                     f"{'is' if len(needed) == 1 else 'are'} disabled; send "
                     '{"include_required": true} to enable them too',
                 )
-            await self._write(lambda raw: _set_state(raw, wanted + needed, enabled=True))
+            await self._write(lambda raw: change_plugin_state(raw, wanted + needed, enabled=True))
             config, records, record = await self._record(record.id)
         info = self._detail(record, config, records)
         info["changed"] = wanted + needed
@@ -288,7 +295,7 @@ class Plugins:
         async with self.lock:
             _, records, record = await self._record(request.path_params["plugin_id"])
             self._configurable(record)
-            await self._write(lambda raw: _set_state(raw, [record.id], enabled=False))
+            await self._write(lambda raw: change_plugin_state(raw, [record.id], enabled=False))
             config, records, record = await self._record(record.id)
         info = self._detail(record, config, records)
         info["changed"] = [record.id]
@@ -366,23 +373,6 @@ class Plugins:
                 ) from None
 
         await trio.to_thread.run_sync(work)
-
-
-def _set_state(raw: dict[str, Any], plugin_ids: list[str], *, enabled: bool) -> None:
-    """What ``_config.set_plugin_state`` does to the file, on its mapping."""
-    plugins = raw.get("plugins") or {}
-    raw["plugins"] = plugins
-    add, remove = ("enable", "disable") if enabled else ("disable", "enable")
-    current_add = list(plugins.get(add) or [])
-    current_remove = [p for p in (plugins.get(remove) or []) if p not in plugin_ids]
-    for plugin_id in plugin_ids:
-        if plugin_id not in current_add:
-            current_add.append(plugin_id)
-    plugins[add] = sorted(current_add)
-    if current_remove:
-        plugins[remove] = sorted(current_remove)
-    else:
-        plugins.pop(remove, None)
 
 
 def _set_settings(raw: dict[str, Any], plugin_id: str, values: Mapping[str, Any]) -> None:
