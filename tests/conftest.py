@@ -36,9 +36,8 @@ def _isolated_environment(
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A PostgreSQL server for this test run (``tests/pgserver.py``), started when a test
-    first asks for it. Not installed, the tests that need it say how to install it and are
-    skipped, or fail where it is required (CI: ``tests/systemparts.py``); installed but
-    not starting, they fail."""
+    first asks for it. Not installed, or not starting, the tests that need it fail, saying
+    how to install it (``tests/systemparts.py``)."""
     stack = contextlib.ExitStack()
     try:
         server = stack.enter_context(running_server())

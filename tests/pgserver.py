@@ -9,8 +9,7 @@ database is thrown away, and the tests must stay quick on a small machine.
 
 ``tests/conftest.py``'s ``postgres_server`` fixture starts one per test run; each test that
 uses it gets a database of its own (``PostgresServer.new_database``). Not installed, the
-tests that need it say how to install it and are skipped, or fail where it is required
-(``AUTOGPT_TEST_REQUIRE``, as CI sets it: ``tests/systemparts.py``).
+tests that need it fail, saying how to install it (``tests/systemparts.py``).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ its artifact downloaded from the page; a plugin enabled and configured from the 
 the config file on disk. Then the plugins endpoints the page uses, over plain HTTP.
 
 The browser is the system's Chromium (Debian's ``chromium`` package), never one that
-Playwright downloads: without it the test says how to install it and is skipped, or fails
-where it is required (CI: tests/systemparts.py).
+Playwright downloads: without it the test fails, saying how to install it
+(tests/systemparts.py).
 """
 
 from __future__ import annotations
