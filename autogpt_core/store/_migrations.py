@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._records import SessionStatus
 
@@ -199,6 +200,17 @@ def migrate(
             f"INSERT INTO {table} (number, name, applied_at) VALUES (?, ?, NULL)",
             [(number, migrations[number - 1].__name__) for number in range(1, version + 1)],
         )
+    count = apply_pending(conn, migrations, table, "?", now)
+    conn.execute(f"PRAGMA user_version = {len(migrations)}")
+    return count
+
+
+def apply_pending(
+    conn: Any, migrations: Sequence[Callable[[Any], None]], table: str, mark: str, now: float | None
+) -> int:
+    """Run the migrations ``table`` does not record as applied, in order, recording each;
+    return how many ran. ``mark`` is the driver's parameter mark (``?``, ``%s``). Both
+    stores' migrations go through here, each in its own transaction."""
     applied = {row[0] for row in conn.execute(f"SELECT number FROM {table}")}
     count = 0
     for number, function in enumerate(migrations, 1):
@@ -206,11 +218,10 @@ def migrate(
             continue
         function(conn)
         conn.execute(
-            f"INSERT INTO {table} (number, name, applied_at) VALUES (?, ?, ?)",
+            f"INSERT INTO {table} (number, name, applied_at) VALUES ({mark}, {mark}, {mark})",
             (number, function.__name__, time.time() if now is None else now),
         )
         count += 1
-    conn.execute(f"PRAGMA user_version = {len(migrations)}")
     return count
 
 

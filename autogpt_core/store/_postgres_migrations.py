@@ -23,12 +23,11 @@ they are still readable with ``->``/``->>`` for ad-hoc queries.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import psycopg
 
-from ._migrations import APPLICATION_ID, NewerSchema
+from ._migrations import APPLICATION_ID, NewerSchema, apply_pending
 from ._records import SessionStatus
 
 PostgresMigration = Callable[[psycopg.Connection], None]
@@ -178,15 +177,4 @@ def migrate_postgres(
         version = 0
     if version > len(migrations):
         raise NewerSchema(version)
-    applied = {row[0] for row in conn.execute(f"SELECT number FROM {table}")}
-    count = 0
-    for number, function in enumerate(migrations, 1):
-        if number in applied:
-            continue
-        function(conn)
-        conn.execute(
-            f"INSERT INTO {table} (number, name, applied_at) VALUES (%s, %s, %s)",
-            (number, function.__name__, time.time() if now is None else now),
-        )
-        count += 1
-    return count
+    return apply_pending(conn, migrations, table, "%s", now)
