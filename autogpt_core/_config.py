@@ -205,6 +205,14 @@ class Config:
             return self.store
         return Path(self.store).expanduser()
 
+    @property
+    def store_kind(self) -> str:
+        """``"postgresql"`` or ``"sqlite"``: the kind of session store (manifests'
+        ``enabled_by_default`` may name them)."""
+        from .store._open import is_postgres_url
+
+        return "postgresql" if is_postgres_url(self.store_location) else "sqlite"
+
     def is_enabled(self, plugin_id: str, enabled_by_default: bool) -> bool:
         """Whether the user wants ``plugin_id`` on (``disable`` beats ``enable``)."""
         if plugin_id in self.disable:

@@ -181,6 +181,9 @@ class PluginSettings:
     plugin_id: str
     values: Mapping[str, JSON] = attrs.field(factory=dict)
     data_dir: Path | None = None
+    #: The session store's location (a SQLite file's path or a ``postgresql://`` URL), for
+    #: a plugin whose manifest says ``shares_store: true``; ``None`` for the others.
+    store: str | None = None
 
 
 @attrs.define

@@ -451,7 +451,13 @@ def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
         "name": draw(st.text(min_size=1, max_size=10)),
         "version": draw(st.from_regex(r"[0-9]{1,2}(\.[0-9]{1,2}){0,2}", fullmatch=True)),
         "description": draw(st.text(max_size=20)),
-        "enabled_by_default": draw(st.booleans()),
+        "enabled_by_default": draw(
+            st.one_of(
+                st.booleans(),
+                st.lists(st.sampled_from(["sqlite", "postgresql"]), min_size=1, unique=True),
+            )
+        ),
+        "shares_store": draw(st.booleans()),
         "requires_core": draw(st.sampled_from(["", ">=0.1", ">=0.1,<1", "~=0.1"])),
         "permissions": permissions,
         "capabilities": {"commands": commands},

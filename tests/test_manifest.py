@@ -464,3 +464,15 @@ def test_references_that_resolve_are_accepted() -> None:
     }
     manifest = validate_manifest(data, source="m.yaml")
     assert manifest.commands[0].parameters["properties"]["b"] == {"$ref": "#name"}
+
+
+@pytest.mark.parametrize("value", ['"yes"', "[mysql]", "[]", "[sqlite, sqlite]", "{a: 1}"])
+def test_enabled_by_default_is_a_boolean_or_store_kinds(value: str) -> None:
+    """A wrong enabled_by_default is named with what it may be."""
+    text = f'manifest_version: 1\nid: x\nname: X\nversion: "1"\nenabled_by_default: {value}\n'
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(text)
+    assert "enabled_by_default: expected true, false or a list of store kinds" in str(info.value)
+    kinds = parse_manifest(text.replace(value, "[postgresql]"))
+    assert (kinds.default_on("postgresql"), kinds.default_on("sqlite")) == (True, False)
+    assert parse_manifest(text.replace(value, "true")).default_on("postgresql") is True

@@ -99,6 +99,7 @@ def scan(
     sources = list(iter_sources() if sources is None else sources)
     cache = cache if cache is not None else ManifestCache(default_cache_path())
     only = load_plugins_env(env)
+    store_kind = config.store_kind
 
     def wanted(plugin_id: str, enabled_by_default: bool) -> bool:
         if only is not None:
@@ -125,7 +126,7 @@ def scan(
                 record.enabled = wanted(plugin_id, True)
                 record.fail(f"invalid manifest: {exc}")
                 continue
-            record.enabled = wanted(plugin_id, record.manifest.enabled_by_default)
+            record.enabled = wanted(plugin_id, record.manifest.default_on(store_kind))
             record.status = ENABLED if record.enabled else DISABLED
         if len(claimed) > 1:
             _fail_clash(plugin_id, claimed)
@@ -379,6 +380,7 @@ def load(
             config.plugin_settings.get(plugin_id, {}),
             data_dir=config.data_dir,
             environ=environ,
+            store=str(config.store_location),
         )
         secrets.extend(plugin_secrets)
         if problems:

@@ -75,7 +75,11 @@ class Manifest:
     version: str
     description: str = ""
     requires_core: str = ""
-    enabled_by_default: bool = False
+    #: ``True``, ``False``, or the kinds of session store (``"sqlite"``, ``"postgresql"``)
+    #: with which the plugin is on unless the user says otherwise (``default_on``).
+    enabled_by_default: bool | tuple[str, ...] = False
+    #: Whether the core gives the plugin the session store's location.
+    shares_store: bool = False
     homepage: str = ""
     codeowners: tuple[str, ...] = ()
     permissions: tuple[str, ...] = ()
@@ -115,7 +119,15 @@ class Manifest:
             "requirements",
         ):
             fields[name] = tuple(fields[name])
+        fields["enabled_by_default"] = _enabled_by_default(fields.get("enabled_by_default"))
         return cls(**fields)
+
+    def default_on(self, store_kind: str) -> bool:
+        """Whether the plugin is on unless the user says otherwise, with a session store of
+        ``store_kind`` (``"sqlite"`` or ``"postgresql"``)."""
+        if isinstance(self.enabled_by_default, tuple):
+            return store_kind in self.enabled_by_default
+        return self.enabled_by_default
 
 
 @cache
@@ -317,6 +329,16 @@ def _explain(error: Any, source: str) -> list[ManifestIssue]:
                 else "remove it",
             )
             for extra in extras
+        ]
+    if kind == "anyOf" and path == ["enabled_by_default"]:
+        return [
+            ManifestIssue(
+                source,
+                field,
+                f"expected true, false or a list of store kinds, got {_short(value)}",
+                "write 'enabled_by_default: true', 'false', or e.g. '[postgresql]' (kinds: "
+                "sqlite, postgresql; each once)",
+            )
         ]
     if kind == "required":
         missing = [name for name in error.validator_value if name not in value]
@@ -809,6 +831,10 @@ def matches_type(value: object, want: str) -> bool:
     return isinstance(value, dict)
 
 
+def _enabled_by_default(value: object) -> bool | tuple[str, ...]:
+    return tuple(str(kind) for kind in value) if isinstance(value, list | tuple) else bool(value)
+
+
 def _build(data: dict[str, Any], source: str) -> Manifest:
     commands = tuple(
         CommandDecl(
@@ -839,7 +865,8 @@ def _build(data: dict[str, Any], source: str) -> Manifest:
         version=str(data["version"]),
         description=data.get("description", ""),
         requires_core=data.get("requires_core", ""),
-        enabled_by_default=bool(data.get("enabled_by_default", False)),
+        enabled_by_default=_enabled_by_default(data.get("enabled_by_default", False)),
+        shares_store=bool(data.get("shares_store", False)),
         homepage=data.get("homepage", ""),
         codeowners=tuple(data.get("codeowners", ())),
         permissions=tuple(data.get("permissions", ())),

@@ -36,8 +36,12 @@ def resolve_settings(
     *,
     data_dir: Path | None,
     environ: Mapping[str, str] | None = None,
+    store: str | None = None,
 ) -> tuple[PluginSettings, list[str], list[str]]:
     """Return ``(settings, secret_values, problems)`` for one plugin.
+
+    ``store``, the session store's location, reaches the plugin only if its manifest says
+    ``shares_store``; a password in it counts as a secret.
 
     An environment variable named by a setting's ``env`` beats the config file, which beats
     the manifest's default. ``problems`` name the plugin, the setting, what is wrong and how
@@ -87,8 +91,22 @@ def resolve_settings(
         if decl.secret and isinstance(value, str) and value:
             secrets.append(value)
     plugin_dir = None if data_dir is None else data_dir / "plugins" / manifest.id
+    shared = store if manifest.shares_store else None
+    if shared is not None:
+        secrets.extend(_password(shared))
     return (
-        PluginSettings(plugin_id=manifest.id, values=values, data_dir=plugin_dir),
+        PluginSettings(plugin_id=manifest.id, values=values, data_dir=plugin_dir, store=shared),
         secrets,
         problems,
     )
+
+
+def _password(location: str) -> list[str]:
+    """The password in a URL (``postgresql://user:PASSWORD@host/db``), if it has one."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(location).password
+    except ValueError:
+        return []
+    return [p for p in {password, unquote(password or "")} if p]

@@ -155,19 +155,21 @@ def migrate_postgres(
     *,
     table: str,
     now: float | None = None,
+    claims: str = "sessions",
 ) -> int:
     """Apply the ``migrations`` not yet applied to ``conn``'s database, in order, recording
     each in ``table``; return how many were applied.
 
     Call it inside a transaction: it takes ``MIGRATION_LOCK`` for the rest of it, so that
     two processes migrating at once apply each migration once. Raises ``NewerSchema`` for
-    a database of a newer schema, ``NotAStore`` for one with a ``sessions`` table that no
-    migration made.
+    a database of a newer schema, ``NotAStore`` for one with a ``claims`` table (the first
+    one the migrations make) that no migration made. Plugins keeping tables in the store's
+    database (``memory_postgres``) use it with migrations and tables of their own.
     """
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
     version = schema_version(conn, table)
     if version is None:
-        row = conn.execute("SELECT to_regclass('sessions') IS NOT NULL").fetchone()
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (claims,)).fetchone()
         if row is not None and row[0]:
             raise NotAStore()
         conn.execute(

@@ -30,6 +30,7 @@ from typing import Any
 from autogpt_core import StorageError
 from hookspecs import JSON, MemoryHit, MemoryItem, MemoryQuery
 
+from .._memory import OWNER_KEY
 from . import _migrations
 from ._migrations import SLOT_BITS
 
@@ -426,10 +427,6 @@ def _put(conn: sqlite3.Connection, row: tuple[Any, ...]) -> None:
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
         (seq, *row),
     )
-
-
-#: The metadata key marking an item as its owner's (``SessionView.owner``).
-OWNER_KEY = "owner"
 
 
 def _scope_by_column(scope: str, session_id: str) -> tuple[str, tuple[str | int, ...]]:
