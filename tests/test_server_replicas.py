@@ -8,16 +8,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from autogpt_core.cli._cli_run import DEMO_GOAL
+from autogpt_core.cli._cli_run import DEMO_GOAL, demo_recording
+from autogpt_core.store._postgres import PostgresStore
+from hookspecs import Event, EventKind
 
 from .clirun import cli_env
-from .serverkit import API, TOKENS, sse_events
+from .serverkit import API, TOKENS, running, sse_events
 
 pytestmark = pytest.mark.slow
 
@@ -203,3 +207,29 @@ def test_every_step_on_a_shared_store_runs_a_cycle(tmp_path: Path, postgres_url:
             results = list(pool.map(drive, ids))
         assert all(r == ["1", "2", "3", "4"] for r in results), results
         assert {clients[1].get(f"{API}/{t}").json()["status"] for t in ids} == {"finished"}
+
+
+def _eventually(look: Any, what: str) -> None:
+    """Wait until ``look()`` is true; fail saying ``what`` did not happen (a hang guard,
+    not a measurement)."""
+    deadline = time.monotonic() + 60
+    while not look():
+        assert time.monotonic() < deadline, f"{what} did not happen within a minute"
+        time.sleep(0.05)
+
+
+def test_another_processes_writes_wake_this_servers_streams(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A server on PostgreSQL listens for the store's notifications: a write committed by
+    another process (here another store on the database) wakes the streams of that task
+    in this one. Nothing else in this server could: it runs no such task."""
+    with running(tmp_path, demo_recording(), config_text=f"store: '{postgres_url}'\n") as server:
+        tasks = server.handle.tasks
+        _eventually(lambda: server.call(lambda: tasks.listening), "listening")
+        with PostgresStore(postgres_url) as elsewhere:
+            session_id = elsewhere.create_session("a goal", tmp_path / "ws").id
+            woken = server.call(tasks.notifier.event, session_id)
+            assert not woken.is_set()
+            elsewhere.append_event(Event(EventKind.MESSAGE, session_id, 0, {"text": "hi"}))
+            _eventually(woken.is_set, "the stream's wake-up")

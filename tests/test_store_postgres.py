@@ -264,3 +264,49 @@ def test_the_cli_lists_and_resolves_the_configured_postgres_sessions(
     assert main(["--config", str(config), "config", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sessions"] == shown_location(postgres_url)
     assert not (Path(os.environ["AUTOGPT_DATA_DIR"]) / "sessions.sqlite3").exists()
+
+
+def test_listeners_hear_of_every_committed_write_and_of_no_failed_one(postgres_url: str) -> None:
+    """``listen`` reports each session a batch of writes committed to (events, cycles,
+    statuses), from another store on the database, as another process's would be; a
+    write that fails is not reported; it is ready before the first report."""
+    heard: list[str] = []
+    stop = threading.Event()
+    ready = threading.Event()
+    with PostgresStore(postgres_url) as listening, PostgresStore(postgres_url) as writing:
+        a = writing.create_session("goal a", "ws/a").id
+        b = writing.create_session("goal b", "ws/b").id
+
+        def on_change(session_id: str) -> None:
+            heard.append(session_id)
+            if len(heard) == 4:
+                stop.set()
+
+        def on_ready() -> None:
+            assert heard == []
+            ready.set()
+
+        thread = threading.Thread(
+            target=listening.listen, args=(on_change, stop), kwargs={"on_ready": on_ready}
+        )
+        thread.start()
+        try:
+            assert ready.wait(30)
+            writing.append_event(Event(EventKind.MESSAGE, a, 0, {"text": "x"}))
+            with pytest.raises(StorageError):
+                writing.append_event(Event(EventKind.MESSAGE, "no-such-session", 0))
+            writing.record_cycle(CycleRecord(session_id=b, number=1))
+            writing.update_session_status(a, "finished", result="done")
+            outcomes = writing.write_each(
+                [
+                    Event(EventKind.MESSAGE, "no-such-session", 0),
+                    Event(EventKind.MESSAGE, b, 1),
+                ]
+            )
+            assert isinstance(outcomes[0], StorageError)
+        finally:
+            thread.join(30)  # it stops itself once it heard four
+            stop.set()
+            thread.join(30)
+        assert not thread.is_alive()
+    assert heard == [a, b, a, b]

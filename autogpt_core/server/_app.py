@@ -36,7 +36,7 @@ from ..agent._workspace import Workspace
 from ..store._records import ArtifactRecord, CycleRecord, SessionRecord, SessionStatus
 from ._auth import Tokens
 from ._plugins import plugin_routes
-from ._tasks import ENDED, TaskError, Tasks
+from ._tasks import ENDED, POLL_SECONDS, TaskError, Tasks
 
 PREFIX = "/ap/v1/agent"
 MAX_PAGE_SIZE = 100
@@ -44,8 +44,6 @@ MAX_PAGE_SIZE = 100
 MAX_INT32 = 2**31 - 1
 MAX_DOWNLOAD = 256 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
-#: How often a stream looks at a shared store for a task another process runs.
-POLL_SECONDS = 0.25
 
 
 class Limits:
@@ -696,10 +694,10 @@ class Api:
                 if record.status in ENDED:
                     yield _sse("finished", {"status": str(record.status), "result": record.result})
                     return
-            # Another process's writes wake nobody here: with a shared store, look again
-            # every POLL_SECONDS while the task is not run by this process.
+            # Another process's writes wake this stream through the store's notifications
+            # (listen_for_changes); while there are none, look every POLL_SECONDS.
             wait = KEEPALIVE_SECONDS
-            if self.tasks.shared_store and live is None:
+            if self.tasks.shared_store and live is None and not self.tasks.listening:
                 wait = POLL_SECONDS
             with trio.move_on_after(wait):
                 await woken.wait()

@@ -124,6 +124,7 @@ async def serve(
             urls: list[str] = await nursery.start(run_http)
             if tasks.shared_store:
                 nursery.start_soon(tasks.watch_orphans, ORPHAN_SECONDS)
+                nursery.start_soon(tasks.listen_for_changes, ORPHAN_SECONDS)
             task_status.started(ServerHandle(urls, tokens, tasks, runtime, stopping))
             await stopping.wait()
             # hypercorn stops accepting now and lets the requests in flight finish; the

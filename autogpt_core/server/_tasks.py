@@ -18,8 +18,10 @@ from __future__ import annotations
 import builtins
 import contextlib
 import copy
+import functools
 import math
 import sys
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -29,7 +31,7 @@ import trio
 
 from hookspecs import Confirmation, ConfirmationRequest
 
-from .._errors import AutoGPTError, SessionInUse, SessionNotFound
+from .._errors import AutoGPTError, SessionInUse, SessionNotFound, StorageError
 from ..agent._options import RunOptions
 from ..agent._runtime import Channel, Runtime
 from ..store._records import CycleRecord, SessionRecord, SessionStatus
@@ -52,6 +54,10 @@ class TaskError(Exception):
         self.message = message
         self.retry_after = retry_after
 
+
+#: With a shared store and no notifications of other processes' writes: how often an
+#: event stream of a task this process does not run looks at the store.
+POLL_SECONDS = 0.25
 
 class Notifier:
     """Wakes the tasks waiting on a key (a task id) whenever ``notify`` is called for it.
@@ -154,6 +160,10 @@ class Tasks:
         self.draining = False
         self.closing = False
         self._watching = trio.CancelScope()
+        #: With a shared store: this process hears of other processes' writes (PostgreSQL
+        #: notifications, ``listen_for_changes``), so streams need not look every so often.
+        self.listening = False
+        self._listener = trio.CancelScope()
         self.notifier = Notifier()
         self._locks: dict[str, trio.Lock] = {}
         runtime.stored_listeners.append(self.notifier.notify)
@@ -304,6 +314,62 @@ class Tasks:
         self._park(live)
         await trio.sleep_forever()
 
+    async def listen_for_changes(self, retry: float) -> None:
+        """With a shared store that tells of writes (PostgreSQL's ``listen``): wake this
+        server's event streams of a task whenever any process writes to it, until the
+        server drains. Listening runs in a thread of its own, not one of the store's; a
+        lost connection is tried again every ``retry`` seconds, and meanwhile the streams
+        look at the store every ``POLL_SECONDS`` (``listening`` is false)."""
+        listen = getattr(self.store.store, "listen", None)
+        if listen is None:
+            return
+        token = trio.lowlevel.current_trio_token()
+        thread = trio.CapacityLimiter(1)
+
+        def heard(session_id: str) -> None:
+            self.notifier.notify(session_id)
+
+        def ready() -> None:
+            # What was committed before this moment was not heard: every stream looks.
+            self.listening = True
+            self.notifier.notify_all()
+
+        with self._listener:
+            while not self.draining:
+                stop = threading.Event()
+
+                def on_change(session_id: str, stop: threading.Event = stop) -> None:
+                    try:
+                        trio.from_thread.run_sync(heard, session_id, trio_token=token)
+                    except trio.RunFinishedError:
+                        stop.set()
+
+                def on_ready(stop: threading.Event = stop) -> None:
+                    try:
+                        trio.from_thread.run_sync(ready, trio_token=token)
+                    except trio.RunFinishedError:
+                        stop.set()
+
+                try:
+                    await trio.to_thread.run_sync(
+                        functools.partial(listen, on_change, stop, on_ready=on_ready),
+                        abandon_on_cancel=True,
+                        limiter=thread,
+                    )
+                except StorageError as exc:
+                    print(
+                        f"autogpt serve: not hearing of other servers' writes ({exc}); "
+                        f"event streams look every {POLL_SECONDS:g} s, trying again in "
+                        f"{retry:g} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                finally:
+                    stop.set()
+                    self.listening = False
+                    self.notifier.notify_all()
+                await trio.sleep(retry)
+
     async def watch_orphans(self, period: float) -> None:
         """With a shared store: every ``period`` seconds, take up the autonomous tasks whose
         server died (``adopt_orphans``), until the server drains."""
@@ -344,6 +410,7 @@ class Tasks:
         event streams end."""
         self.draining = True
         self._watching.cancel()
+        self._listener.cancel()
         with trio.move_on_after(seconds):
             while self.live:
                 woken = [self.notifier.event(task_id) for task_id in self.live]

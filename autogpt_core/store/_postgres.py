@@ -39,7 +39,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -88,6 +88,9 @@ WRITE_LOCK = (APPLICATION_ID << 32) | 2
 """The advisory lock batches of writes and deletions take: "AGSS", 2."""
 
 MIGRATIONS_TABLE = "store_migrations"
+
+NOTIFY_CHANNEL = "autogpt_sessions"
+"""The channel a batch of writes notifies, once per session it wrote to (``listen``)."""
 
 # An ambiguous id prefix lists this many of the sessions it matches.
 _MAX_CANDIDATES = 10
@@ -142,6 +145,20 @@ def _connect_defaults(url: str) -> dict[str, Any]:
     given = conninfo_to_dict(url)
     defaults = {"connect_timeout": _CONNECT_TIMEOUT, "application_name": "autogpt"}
     return {key: value for key, value in defaults.items() if key not in given}
+
+
+def _notify(conn: Connection, ops: Sequence[WriteOp]) -> None:
+    """Tell the listeners of ``NOTIFY_CHANNEL`` which sessions ``ops`` wrote to; delivered
+    when the transaction commits, never if it rolls back."""
+    sessions = sorted({_session_of(op) for op in ops})
+    if sessions:
+        conn.execute(
+            "SELECT pg_notify(%s, s) FROM unnest(%s::text[]) AS s", (NOTIFY_CHANNEL, sessions)
+        )
+
+
+def _session_of(op: WriteOp) -> str:
+    return op.cycle.session_id if isinstance(op, CycleWrite) else op.session_id
 
 
 def _configure(conn: Connection) -> None:
@@ -498,7 +515,9 @@ class PostgresStore(SessionStore):
     def write_many(self, ops: Sequence[WriteOp]) -> list[WriteOutcome]:
         prepared = [_prepare(op) for op in ops]
         with self._write(serialised=True) as conn:
-            return [self._apply(conn, op) for op in prepared]
+            outcomes = [self._apply(conn, op) for op in prepared]
+            _notify(conn, ops)
+            return outcomes
 
     def write_each(self, ops: Sequence[WriteOp]) -> list[WriteOutcome | StorageError]:
         outcomes: list[WriteOutcome | StorageError] = []
@@ -520,7 +539,43 @@ class PostgresStore(SessionStore):
                         outcomes[index] = self._apply(conn, write)
                 except StorageError as exc:
                     outcomes[index] = exc
+            _notify(
+                conn,
+                [
+                    op
+                    for op, outcome in zip(ops, outcomes, strict=True)
+                    if not isinstance(outcome, StorageError)
+                ],
+            )
         return outcomes
+
+    # -- notifications ------------------------------------------------------------------
+
+    def listen(
+        self,
+        on_change: Callable[[str], None],
+        stop: threading.Event,
+        *,
+        on_ready: Callable[[], None] | None = None,
+        poll: float = 0.5,
+    ) -> None:
+        """Call ``on_change(session_id)`` whenever any process commits writes to a
+        session (cycles, events, statuses), until ``stop`` is set; blocks (run it in a
+        thread of its own). ``on_ready`` is called once listening, before any change is
+        reported: what was committed before it may have been missed. Raises
+        ``StorageError`` when the connection fails; call it again to listen again.
+        """
+        with self._errors("listen to"):
+            conn = psycopg.connect(self.url, autocommit=True, **_connect_defaults(self.url))
+            with conn:
+                conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                if on_ready is not None:
+                    on_ready()
+                while not stop.is_set():
+                    for notice in conn.notifies(timeout=poll):
+                        on_change(notice.payload)
+                        if stop.is_set():
+                            break
 
     # -- artifacts ----------------------------------------------------------------------
 
