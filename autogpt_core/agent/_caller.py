@@ -37,6 +37,10 @@ class HookCaller:
         self.hook_timeout = hook_timeout
         self.person_seconds = person_seconds
 
+    def rebind(self, hooks: AsyncHooks) -> None:
+        """Call ``hooks`` from now on: the runtime loaded plugins anew (between cycles)."""
+        self._hooks = hooks
+
     def implemented(self, name: str) -> bool:
         """Whether any plugin implements hook ``name`` now."""
         return bool(getattr(self._hooks, name).get_hookimpls())

@@ -106,6 +106,12 @@ class Dispatcher:
         # The deadline of the command running now, if any (see _command_clock_stopped).
         self._command_scope: trio.CancelScope | None = None
 
+    def rebind(self, commands: CommandRegistry, records: Mapping[str, PluginRecord]) -> None:
+        """Dispatch to ``commands`` from now on (the runtime loaded plugins anew, between
+        cycles)."""
+        self._commands = commands
+        self._records = records
+
     async def execute(self, call: CommandCall) -> tuple[CommandResult, CommandCall]:
         """Review, check, confirm and run ``call``; every failure becomes a result.
 

@@ -107,6 +107,10 @@ class Emitter:
         # Events not yet delivered through on_events.
         self._outbox: list[Event] = []
 
+    def rebind(self, hooks: AsyncHooks) -> None:
+        """Call ``hooks`` from now on (the runtime loaded plugins anew, between cycles)."""
+        self._hooks = hooks
+
     @property
     def session_id(self) -> str:
         return self.view.id

@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -99,6 +99,11 @@ class Runtime:
         self._leases: Leases | None = None
         # Called with a session's id after each of its writes (see Emitter); never block.
         self.stored_listeners: list[Callable[[str], None]] = []
+        # Plugins loaded anew while running (``reload``): the cycles running with each
+        # plugin set, by its id(), and who waits for a set's last cycle to end.
+        self._cycles: dict[int, int] = {}
+        self._unused: dict[int, trio.Event] = {}
+        self._reloading = trio.Lock()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -187,6 +192,74 @@ class Runtime:
                     await self._store.aclose()
                     self._store = None
                 self.pm.unregister(name=CORE_PLUGIN_NAME)
+
+    async def reload(self, config: Config, *, nursery: trio.Nursery | None = None) -> PluginSet:
+        """Load the plugins ``config`` enables while sessions run, and return the new set.
+
+        Plugins loaded before with the same settings are kept as they are (not imported or
+        configured again, ``load(reuse=...)``); new ones are configured and get
+        ``autogpt_startup``. Each session takes up the new set at its next cycle: a cycle in
+        flight ends with the plugins it started with, and the next one offers the new
+        commands. A plugin no longer loaded gets ``autogpt_shutdown`` once no cycle uses
+        the set it was in: waited for here, or in ``nursery`` when given (a server's, since
+        a cycle may wait on a person). Raises what ``load`` raises, the runtime unchanged.
+        """
+        async with self._reloading:
+            old = self.plugins
+            new = await trio.to_thread.run_sync(
+                functools.partial(load, config, pm_factory=self._pm_factory, reuse=old)
+            )
+            new.pm.register(ProviderBridge(self._models), name=CORE_PLUGIN_NAME)
+            self.redactor.add(new.secrets)
+            started = [new.records[pid].plugin for pid in new.loaded if pid in new.fresh]
+            await self._lifecycle("autogpt_startup", started)
+            self._plugins, self.config = new, config
+            kept = {id(new.records[pid].plugin) for pid in new.loaded}
+            gone = [
+                old.records[pid].plugin
+                for pid in old.loaded
+                if id(old.records[pid].plugin) not in kept
+            ]
+        if gone:
+            if nursery is None:
+                await self._retire(old, gone)
+            else:
+                nursery.start_soon(self._retire, old, gone)
+        return new
+
+    async def _retire(self, old: PluginSet, plugins: list[object]) -> None:
+        """``autogpt_shutdown`` for ``plugins`` of ``old`` once no cycle runs with it."""
+        if self._cycles.get(id(old)):
+            await self._unused.setdefault(id(old), trio.Event()).wait()
+        await self._lifecycle("autogpt_shutdown", plugins)
+        old.pm.unregister(name=CORE_PLUGIN_NAME)
+
+    async def _lifecycle(self, hook: str, plugins: list[object]) -> None:
+        """Call ``hook`` (``autogpt_startup``, ``autogpt_shutdown``) on ``plugins`` alone."""
+        if not plugins:
+            return
+        only = self._pm_factory()
+        for plugin in plugins:
+            only.register(plugin)
+        with trio.move_on_after(self.hook_timeout or 30):
+            await getattr(only.ahook, hook).call(
+                {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
+            )
+
+    @contextmanager
+    def _cycle_on(self, plugins: PluginSet) -> Iterator[None]:
+        """Count a cycle running with ``plugins``; the last one out tells ``_retire``."""
+        key = id(plugins)
+        self._cycles[key] = self._cycles.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self._cycles[key] -= 1
+            if not self._cycles[key]:
+                del self._cycles[key]
+                unused = self._unused.pop(key, None)
+                if unused is not None:
+                    unused.set()
 
     def _warn(self, error: HookError) -> None:
         print(f"autogpt: warning: {self.redactor.text(str(error))}", file=sys.stderr)
@@ -370,8 +443,9 @@ class Runtime:
         session_id = emitter.session_id
         channel = channel or Channel()
         limits = self.config.limits
+        bound = self.plugins
         hooks = HookCaller(
-            hooks=self.pm.ahook,
+            hooks=bound.pm.ahook,
             emitter=emitter,
             hook_timeout=self.hook_timeout,
             # A person answers at their own pace: by default no deadline.
@@ -380,8 +454,8 @@ class Runtime:
         dispatcher = Dispatcher(
             hooks=hooks,
             emitter=emitter,
-            commands=self.plugins.commands,
-            records=self.plugins.records,
+            commands=bound.commands,
+            records=bound.records,
             grants=Grants(self.config.grants),
             consent=channel.consent
             or (lambda request: hooks.ask_person("confirm", request=request)),
@@ -391,7 +465,21 @@ class Runtime:
             continuous=options.continuous,
             command_timeout=limits.command_timeout,
         )
-        owner = self.plugins.records.get(model.plugin_id)
+        owner = bound.records.get(model.plugin_id)
+
+        @contextmanager
+        def cycle_scope() -> Iterator[None]:
+            # Between cycles: take up the plugins loaded since (``reload``).
+            nonlocal bound
+            current = self.plugins
+            if current is not bound:
+                bound = current
+                hooks.rebind(current.pm.ahook)
+                emitter.rebind(current.pm.ahook)
+                dispatcher.rebind(current.commands, current.records)
+            with self._cycle_on(current):
+                yield
+
         session = Session(
             id=session_id,
             goal=goal,
@@ -400,7 +488,7 @@ class Runtime:
             emitter=emitter,
             hooks=hooks,
             dispatcher=dispatcher,
-            tools=self.plugins.commands.tool_specs,
+            tools=lambda: bound.commands.tool_specs(),
             provider_seconds=provider_seconds(owner.settings if owner is not None else None),
             max_failures=limits.max_failures,
             continuous=options.continuous,
@@ -409,6 +497,7 @@ class Runtime:
             history=list(history),
             cycle=cycle,
             gate=channel.gate,
+            cycle_scope=cycle_scope,
         )
         self._models[session_id] = model
         try:

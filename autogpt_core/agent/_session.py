@@ -30,6 +30,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import attrs
@@ -110,6 +111,9 @@ class Session:
     # Awaited before each cycle with its number: whoever drives the session paces it (the
     # server's step-by-step tasks run one cycle per request). None: cycles follow at once.
     gate: Callable[[int], Awaitable[None]] | None = None
+    # Entered around each cycle, after its gate: the runtime binds the session to the
+    # plugins loaded now, which the whole cycle then uses. None: always the same.
+    cycle_scope: Callable[[], AbstractContextManager[None]] | None = None
 
     def __attrs_post_init__(self) -> None:
         self.refresh_view()
@@ -267,7 +271,11 @@ class Session:
                     break
                 if self.gate is not None:
                     await self.gate(self.cycle + 1)
-                final = await self.run_cycle()
+                if self.cycle_scope is None:
+                    final = await self.run_cycle()
+                else:
+                    with self.cycle_scope():
+                        final = await self.run_cycle()
                 if final is not None:
                     outcome = SessionOutcome("finished", self.emitter.text(final), self.completed)
                     break

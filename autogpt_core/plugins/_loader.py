@@ -235,6 +235,8 @@ class PluginSet:
     commands: CommandRegistry
     providers: dict[str, tuple[str, LLMProviderFactory]]
     secrets: list[str]
+    #: The plugins configured by this load (all of them, unless it reused a set's).
+    fresh: frozenset[str] = frozenset()
 
     @property
     def loaded(self) -> list[str]:
@@ -344,11 +346,16 @@ def load(
     pm_factory: Callable[[], HookManager] = HookManager,
     environ: Mapping[str, str] | None = None,
     import_timeout: float | None = None,
+    reuse: PluginSet | None = None,
 ) -> PluginSet:
     """Import and register the enabled plugins of ``records`` (scanned when not given).
 
     ``import_timeout``: seconds each plugin's import may take (default: ``IMPORT_TIMEOUT``
-    or ``$AUTOGPT_IMPORT_TIMEOUT``).
+    or ``$AUTOGPT_IMPORT_TIMEOUT``). ``reuse``: the set loaded before (a runtime loading
+    plugins anew while it runs): a plugin loaded there from the same source, with the same
+    settings, keeps its plugin object and is not configured again, so what it holds (an
+    open database, say) stays as the sessions in flight use it (``PluginSet.fresh`` names
+    the others).
     """
     records = scan(config, environ=environ) if records is None else records
     if import_timeout is None:
@@ -370,6 +377,7 @@ def load(
     commands = CommandRegistry()
     providers: dict[str, tuple[str, LLMProviderFactory]] = {}
     secrets: list[str] = []
+    fresh: set[str] = set()
     for plugin_id in order:
         record = by_id[plugin_id]
         manifest = record.manifest
@@ -392,8 +400,17 @@ def load(
         if dead:
             record.fail(f"requires {dead[0]!r}, which failed to load")
             continue
+        before = reuse.records.get(plugin_id) if reuse is not None else None
+        kept = (
+            before is not None
+            and before.status == LOADED
+            and before.source == record.source
+            and before.settings == settings
+        )
         try:
-            plugin = import_plugin(record.source, import_timeout)
+            plugin = before.plugin if kept and before is not None else None
+            if plugin is None:
+                plugin = import_plugin(record.source, import_timeout)
         except ImportFailed as exc:
             record.fail(str(exc))
             continue
@@ -410,7 +427,9 @@ def load(
             continue
         record.plugin = plugin
         try:
-            _call_per_plugin(pm, plugin, "configure", settings=settings)
+            if not kept:
+                _call_per_plugin(pm, plugin, "configure", settings=settings)
+                fresh.add(plugin_id)
             _call_per_plugin(pm, plugin, "register_commands", register=commands.binder(manifest))
             _call_per_plugin(
                 pm,
@@ -437,6 +456,7 @@ def load(
         commands=commands,
         providers=providers,
         secrets=secrets,
+        fresh=frozenset(fresh),
     )
 
 
