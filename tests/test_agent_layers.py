@@ -13,8 +13,9 @@ CORE = ROOT / "autogpt_core"
 
 #: Higher imports lower, never the other way round. Top-level modules (``_errors``,
 #: ``_config``, ...) and ``store``/``plugins``/``hooks`` are below ``agent``; the HTTP
-#: server above the agent; the CLI (and ``python -m autogpt_core``, which runs it) on top.
-LAYER = {"cli": 4, "__main__": 4, "server": 3, "agent": 2}
+#: server above the agent; the CLI (and ``python -m autogpt_core``, which runs it) and the
+#: plugin authors' test harness (``testing``, a front end as the CLI is) on top.
+LAYER = {"cli": 4, "__main__": 4, "testing": 4, "server": 3, "agent": 2}
 
 #: Upward imports that are known and not ours to move here, each with its reason. The
 #: secret-name rule lives in agent/_redact.py, and the manifest check uses it.

@@ -1,11 +1,11 @@
-"""``autogpt plugins ...``: list, info, enable, disable, check, install, new, codeowners."""
+"""``autogpt plugins ...``: list, info, enable, disable, check, install, uninstall, upgrade,
+new, codeowners."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from .._config import Config, load_config, set_plugin_state
 from .._errors import ConfigError
 
 if TYPE_CHECKING:
+    from ..plugins._install import Lifecycle
     from ..plugins._loader import PluginRecord, PluginSet
 
 # The loader (and with it trio and pluggy) is imported by the commands that need it, so
@@ -58,7 +59,9 @@ def add_plugins_parser(sub: Any) -> None:
     p = psub.add_parser("check", help="validate manifests, requirements, order and config")
     p.set_defaults(handler=cmd_check)
 
-    p = psub.add_parser("install", help="pip install autogpt-plugin-NAME into this environment")
+    p = psub.add_parser(
+        "install", help="pip install autogpt-plugin-NAME, show its manifest, ask to enable it"
+    )
     p.add_argument(
         "names",
         nargs="+",
@@ -66,15 +69,42 @@ def add_plugins_parser(sub: Any) -> None:
         help="a plugin name ('hello', 'hello>=1.0': autogpt-plugin-hello), or a path or wheel",
     )
     p.add_argument("--dry-run", action="store_true", help="print the pip command, run nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="enable it without asking")
     p.set_defaults(handler=cmd_install)
+
+    p = psub.add_parser("uninstall", help="pip uninstall a plugin's distribution")
+    p.add_argument("plugin_id", metavar="ID")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    p.add_argument(
+        "--keep-config",
+        action="store_true",
+        help="keep its enable/disable entries and settings in the config file",
+    )
+    p.set_defaults(handler=cmd_uninstall)
+
+    p = psub.add_parser("upgrade", help="upgrade a plugin and show what its manifest changed")
+    p.add_argument("plugin_id", metavar="ID")
+    p.add_argument(
+        "--yes", "-y", action="store_true", help="keep it enabled even if it wants more permissions"
+    )
+    p.set_defaults(handler=cmd_upgrade)
 
     p = psub.add_parser("new", help="create a new plugin distribution from a template")
     p.add_argument("plugin_id")
     p.add_argument("--directory", "-d", default=".", help="where to create it (default: .)")
     p.set_defaults(handler=cmd_new)
 
-    p = psub.add_parser("codeowners", help="who owns each plugin")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = psub.add_parser("codeowners", help="who owns each plugin; --output writes CODEOWNERS")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="machine-readable output")
+    form.add_argument(
+        "--output", "-o", metavar="FILE", help="write a CODEOWNERS file ('-': standard output)"
+    )
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="with --output: the repository root the paths are relative to (default: .)",
+    )
     p.set_defaults(handler=cmd_codeowners)
 
 
@@ -377,6 +407,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     for record in sorted(plugins.records.values(), key=lambda r: r.id):
         if record.status == BROKEN:
             problems.append(f"{record.id}: {record.reason}")
+    from ._cli_plugin_commands import cli_command_problems
+
+    problems.extend(cli_command_problems(plugins.records.values()))
     env_only = plugins.records.keys()
     for plugin_id in sorted((config.enable | config.disable) - set(env_only)):
         problems.append(f"config: plugin {plugin_id!r} is named in {config.path} but not installed")
@@ -392,34 +425,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_install(args: argparse.Namespace) -> int:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
+def _lifecycle(args: argparse.Namespace) -> Lifecycle:
+    from pathlib import Path
 
-    specs = []
-    for name in args.names:
-        archive = (".whl", ".zip", ".tar.gz", ".tar.bz2", ".tar.xz", ".tgz")
-        looks_like_path = "/" in name or name.startswith(".") or name.lower().endswith(archive)
-        if looks_like_path:
-            specs.append(name)
-            continue
-        try:
-            requirement = Requirement(name)
-        except InvalidRequirement as exc:
-            raise ConfigError(
-                f"{name!r} is neither a plugin name (e.g. 'hello' or 'hello>=1.0') nor a "
-                f"path: {exc}"
-            ) from None
-        # Always the plugin's distribution: 'notes==1.0' must never install PyPI's 'notes'.
-        if not canonicalize_name(requirement.name).startswith("autogpt-plugin-"):
-            requirement.name = f"autogpt-plugin-{requirement.name}"
-        specs.append(str(requirement))
-    command = [sys.executable, "-m", "pip", "install", *specs]
-    # Quoted as a shell reads it: 'hello>=1.0' pasted unquoted would redirect to a file.
-    _say("$ " + shlex.join(command))
-    if args.dry_run:
-        return 0
-    return subprocess.call(command)
+    from ..plugins._install import Console, Lifecycle, detect_environment
+
+    return Lifecycle(
+        config_file=args.config,
+        environment=detect_environment(Path(sys.prefix), sys.executable),
+        console=Console(say=_say, warn=lambda text: _say(text, file=sys.stderr)),
+        parameter_lines=lambda schema: [_parameter_line(p) for p in _parameters(schema)],
+        yes=getattr(args, "yes", False),
+    )
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    return _lifecycle(args).install(args.names, dry_run=args.dry_run)
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    return _lifecycle(args).uninstall(args.plugin_id, keep_config=args.keep_config)
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    return _lifecycle(args).upgrade(args.plugin_id)
 
 
 def cmd_codeowners(args: argparse.Namespace) -> int:
@@ -427,12 +456,33 @@ def cmd_codeowners(args: argparse.Namespace) -> int:
 
     config = _config(args)
     records = scan(config)
-    owners = {r.id: list(r.manifest.codeowners) if r.manifest else [] for r in records}
-    if args.json:
-        _say(json.dumps(owners, indent=2))
+    if args.output is None:
+        if args.root is not None:
+            raise ConfigError("--root says where --output's paths start: give --output FILE too")
+        owners = {r.id: list(r.manifest.codeowners) if r.manifest else [] for r in records}
+        if args.json:
+            _say(json.dumps(owners, indent=2))
+            return 0
+        for plugin_id, people in owners.items():
+            _say(f"{plugin_id}: {' '.join(people) or '(none)'}")
         return 0
-    for plugin_id, people in owners.items():
-        _say(f"{plugin_id}: {' '.join(people) or '(none)'}")
+    from pathlib import Path
+
+    from .._files import write_atomically
+    from ..plugins._codeowners import build_codeowners, plugin_owners
+
+    root = Path(args.root or ".")
+    if not root.is_dir():
+        raise ConfigError(f"--root {root}: not a directory; give the repository's root")
+    found, notes = plugin_owners(records)
+    result = build_codeowners(found, root)
+    for note in [*notes, *result.notes]:
+        _say(f"note: {note}", file=sys.stderr)
+    if args.output == "-":
+        sys.stdout.write(result.text)
+        return 0
+    write_atomically(Path(args.output), result.text)
+    _say(f"Wrote {result.rules} rule(s) to {args.output} (paths relative to {root})")
     return 0
 
 
@@ -453,5 +503,13 @@ def cmd_new(args: argparse.Namespace) -> int:
         )
 
     path = create_plugin(args.plugin_id, args.directory)
-    _say(f"Created {path}. Install it with: pip install -e {path}")
+    # The steps of docs/plugins.md, with this plugin's path (relative when it was given so:
+    # "./" so that pip reads it as a path, never as the name of a distribution).
+    shown = str(path) if path.is_absolute() else f"./{path}"
+    _say(f"Created {path}/ (plugin {args.plugin_id!r}). Next:")
+    _say(f"  pip install -e {shlex.quote(f'{shown}[test]')}   # the plugin and its test tools")
+    _say(f"  pytest {shlex.quote(shown)}   # its tests, in a real runtime")
+    _say("  autogpt plugins list   # it is listed, loaded")
+    demo = shlex.quote(f"replay:{shown}/demo.replay.json")
+    _say(f'  autogpt run "Try the {args.plugin_id} plugin" --llm {demo}')
     return 0
