@@ -23,6 +23,8 @@ from ._text import printable as printable
 from ._text import quote_data as quote_data
 from ._types import JSON as JSON
 from ._types import Budget as Budget
+from ._types import CLIContext as CLIContext
+from ._types import CLIHandler as CLIHandler
 from ._types import CommandCall as CommandCall
 from ._types import CommandContext as CommandContext
 from ._types import CommandFunction as CommandFunction
@@ -43,9 +45,11 @@ from ._types import Message as Message
 from ._types import Plan as Plan
 from ._types import PlanningContext as PlanningContext
 from ._types import PlanReview as PlanReview
+from ._types import PluginControl as PluginControl
 from ._types import PluginSettings as PluginSettings
 from ._types import PromptBuilder as PromptBuilder
 from ._types import ProviderOptions as ProviderOptions
+from ._types import RegisterCLICommand as RegisterCLICommand
 from ._types import RegisterCommand as RegisterCommand
 from ._types import RegisterLLMProvider as RegisterLLMProvider
 from ._types import Role as Role
@@ -66,6 +70,8 @@ def blocking(function: CommandFunction) -> CommandFunction:
 __all__ = [
     "BLOCKING_ATTR",
     "Budget",
+    "CLIContext",
+    "CLIHandler",
     "CommandCall",
     "CommandContext",
     "CommandFunction",
@@ -90,9 +96,11 @@ __all__ = [
     "Plan",
     "PlanReview",
     "PlanningContext",
+    "PluginControl",
     "PluginSettings",
     "PromptBuilder",
     "ProviderOptions",
+    "RegisterCLICommand",
     "RegisterCommand",
     "RegisterLLMProvider",
     "Role",

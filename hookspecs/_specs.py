@@ -10,9 +10,10 @@ The core awaits them with pluggy's order: wrappers outside the rest; ``tryfirst`
 ``trylast`` groups; within a group, the plugin registered last is called first. For
 ``firstresult`` hooks the first *awaited* value that is not ``None`` wins.
 
-*Per-plugin* hooks (``configure``, ``register_commands``, ``register_llm_providers``) are
-called once for each plugin with arguments bound to that plugin: its own settings, and a
-``register`` that checks what it registers against its own manifest.
+*Per-plugin* hooks (``configure``, ``register_commands``, ``register_llm_providers``,
+``register_cli_commands``) are called once for each plugin with arguments bound to that
+plugin: its own settings, and a ``register`` that checks what it registers against its own
+manifest.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ._types import (
     PlanReview,
     PluginSettings,
     PromptBuilder,
+    RegisterCLICommand,
     RegisterCommand,
     RegisterLLMProvider,
     RuntimeView,
@@ -109,6 +111,21 @@ def register_llm_providers(register: RegisterLLMProvider) -> None:
     ``factory(options: ProviderOptions)`` returns an ``LLMProvider``. Users pick one with
     ``--llm NAME``. ``options.settings`` are this plugin's settings, ``options.resume_after``
     the cycles a resumed session already completed.
+    """
+
+
+@hookspec
+def register_cli_commands(register: RegisterCLICommand) -> None:
+    """Per plugin, sync only: add the ``autogpt NAME ...`` commands your manifest declares.
+
+    Called only when the user runs one of them (``autogpt --help`` lists them from the
+    manifest's ``cli.commands``, importing nothing), after ``configure``; never in an agent
+    run. Call ``register(name, handler)`` once per declared command: it returns the
+    command's ``argparse.ArgumentParser``, to which you add arguments. ``handler(args)`` --
+    or ``handler(args, ctx)`` with a ``CLIContext`` -- is a ``def`` or an ``async def``
+    (run under trio) and returns the exit code (``None`` for 0). A name your manifest does
+    not declare, a core command's name or one another enabled plugin declares is refused
+    with a ``RegistrationError`` naming your plugin.
     """
 
 

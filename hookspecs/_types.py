@@ -7,6 +7,7 @@ The few ``attrs.define`` classes are *builders* a hook receives to contribute in
 
 from __future__ import annotations
 
+import argparse
 import enum
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -365,6 +366,29 @@ class CommandContext:
     forget: Callable[[MemoryQuery], Awaitable[int]] = attrs.field(
         default=_forget_nothing, repr=False
     )
+    #: For a plugin whose manifest declares the ``install`` permission (and only then):
+    #: find, enable and install plugins, each change asked of the user (``PluginControl``).
+    plugins: PluginControl | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class PluginControl:
+    """What a command may do with plugins (``CommandContext.plugins``), given only to
+    plugins whose manifest declares the ``install`` permission.
+
+    ``find(query)`` lists installed plugins that are not running and the configured plugin
+    index's, best match first (dicts: ``id``, ``name``, ``description``, ``status``,
+    ``reason``, ``commands``, ``permissions``, ``source``). ``enable(plugin_id, reason)``
+    and ``install(plugin_id, reason)`` ALWAYS ask the user, showing the plugin's manifest,
+    even when ``install`` is granted; in continuous (unattended) mode they are refused
+    without asking. Each returns what happened, in words for the model, and raises
+    ``PermissionError`` when the user refuses. An enabled plugin's commands are offered
+    from the session's next cycle.
+    """
+
+    find: Callable[[str], Awaitable[list[dict[str, JSON]]]]
+    enable: Callable[[str, str], Awaitable[str]]
+    install: Callable[[str, str], Awaitable[str]]
 
 
 CommandFunction = Callable[..., Any]
@@ -485,3 +509,24 @@ class SessionOutcome:
 
 RegisterCommand = Callable[[str, CommandFunction], None]
 RegisterLLMProvider = Callable[[str, LLMProviderFactory], None]
+
+
+@attrs.frozen
+class CLIContext:
+    """Passed to a command-line handler (``register_cli_commands``) that declares a ``ctx``
+    parameter: the plugin's id and validated settings, and ``redact``, which masks every
+    known secret in a text (use it on what the command prints that could carry one)."""
+
+    plugin_id: str
+    settings: PluginSettings
+    redact: Callable[[str], str] = attrs.field(default=_unchanged, repr=False)
+
+
+CLIHandler = Callable[..., "int | None | Awaitable[int | None]"]
+"""What runs ``autogpt NAME ...``: ``handler(args)`` or ``handler(args, ctx)``, where
+``args`` is the ``argparse.Namespace`` and ``ctx`` a ``CLIContext``; ``def`` or
+``async def`` (run under trio). Returns the exit code, ``None`` meaning 0."""
+
+RegisterCLICommand = Callable[[str, CLIHandler], argparse.ArgumentParser]
+"""``register(name, handler)``: returns the command's ``argparse.ArgumentParser``, to
+which the plugin adds its arguments."""

@@ -279,6 +279,18 @@ json_values = st.recursive(
     max_leaves=20,
 )
 plugin_ids = st.from_regex(r"[a-z][a-z0-9_-]{0,10}", fullmatch=True)
+#: Names of ``autogpt NAME`` commands a manifest may declare under ``cli.commands``.
+cli_command_names = st.from_regex(r"[a-z][a-z0-9_-]{0,63}", fullmatch=True)
+#: What a manifest may not give as such a name: other text (upper case, a leading digit or
+#: dash, spaces, a trailing line break, too long) and values that are not text at all.
+invalid_cli_command_names = st.one_of(
+    st.text(max_size=70).filter(lambda t: re.fullmatch(r"[a-z][a-z0-9_-]{0,63}", t) is None),
+    cli_command_names.map(lambda n: n + "\n"),
+    st.from_regex(r"[a-z][a-z0-9_-]{64,70}", fullmatch=True),
+    st.none(),
+    st.integers(),
+    st.lists(st.text(max_size=3), max_size=2),
+)
 
 
 def valid_manifest_dict() -> dict[str, Any]:
@@ -461,6 +473,12 @@ def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
         "requires_core": draw(st.sampled_from(["", ">=0.1", ">=0.1,<1", "~=0.1"])),
         "permissions": permissions,
         "capabilities": {"commands": commands},
+        "cli": {
+            "commands": [
+                {"name": name, "help": draw(st.text(min_size=1, max_size=10))}
+                for name in draw(st.lists(cli_command_names, max_size=3, unique=True))
+            ]
+        },
         "requires": draw(others),
         "load_after": draw(others),
         "load_before": draw(others),

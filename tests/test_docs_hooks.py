@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import inspect
 import re
@@ -138,6 +139,7 @@ def arguments(tmp_path: Path) -> dict[str, dict[str, object]]:
         "configure": {"settings": PluginSettings("example", {"greeting": "Hi"}, data_dir=tmp_path)},
         "register_commands": {"register": None},  # filled in by the test
         "register_llm_providers": {"register": None},
+        "register_cli_commands": {"register": None},
         "build_prompt": {"session": session, "prompt": PromptBuilder(goal=session.goal)},
         "plan": {
             "session": session,
@@ -184,15 +186,25 @@ def test_arguments_cover_every_spec(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("section", "line", "code"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
 async def test_example_runs_through_pluggy(
-    section: str, line: int, code: str, tmp_path: Path
+    section: str, line: int, code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Each example registers against the specs, and each hook it implements can be called."""
     module = load(line, code)
     pm = manager(module)
     registered: dict[str, Any] = {}
+    cli = argparse.ArgumentParser(prog="autogpt")
+    commands = cli.add_subparsers(dest="command")
+
+    def register_cli(name: str, handler: Any) -> argparse.ArgumentParser:
+        registered[name] = handler
+        parser: argparse.ArgumentParser = commands.add_parser(name)
+        return parser
+
     for caller in pm.get_hookcallers(module) or []:
         kwargs = arguments(tmp_path)[caller.name]
-        if "register" in kwargs:
+        if caller.name == "register_cli_commands":
+            kwargs["register"] = register_cli
+        elif "register" in kwargs:
             kwargs["register"] = registered.__setitem__
         result = caller(**kwargs)
         # An async implementation returns a coroutine: pluggy does not await, the core does.
@@ -215,6 +227,23 @@ async def test_example_runs_through_pluggy(
             ask_user=nobody,
         )
         assert registered["word_count"](path="a.txt", ctx=ctx).output == "a.txt has 3 words"
+    if section == "register_cli_commands":
+        assert set(registered) == {"word-count"}
+        (tmp_path / "a.txt").write_text("one two three")
+        (tmp_path / "b.txt").write_text("four")
+        args = cli.parse_args(["word-count", str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
+        ctx = hookspecs.CLIContext("example", PluginSettings("example"))
+        capsys.readouterr()
+        assert registered["word-count"](args, ctx) == 0
+        assert capsys.readouterr().out.split() == [
+            "3",
+            str(tmp_path / "a.txt"),
+            "1",
+            str(tmp_path / "b.txt"),
+        ]
+        total = cli.parse_args(["word-count", "--total", str(tmp_path / "a.txt")])
+        assert registered["word-count"](total, ctx) == 0
+        assert capsys.readouterr().out == "3\n"
     if section == "register_llm_providers":
         provider = registered["echo"](ProviderOptions())
         assert isinstance(provider, LLMProvider)

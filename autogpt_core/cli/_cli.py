@@ -1,6 +1,8 @@
 """The ``autogpt`` console script.
 
-Imports are deferred into the sub-commands so that ``autogpt --version`` stays cheap.
+Imports are deferred into the sub-commands so that ``autogpt --version`` stays cheap. The
+commands plugins add are looked up only when the command line names no core command
+(``_cli_plugin_commands``).
 """
 
 from __future__ import annotations
@@ -52,15 +54,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_help()
-        return 0
     from .._errors import AutoGPTError
+    from ._cli_plugin_commands import prepare
 
     try:
+        # Plugins' commands: listed from their manifests, or the one argv names loaded.
+        plugin_command = prepare(parser, argv)
+        args = parser.parse_args(argv)
+        if plugin_command is not None:
+            return plugin_command.run(args)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help()
+            return 0
         code: int = handler(args)
     except BrokenPipeError:
         # The reader went away (``| head``): stop writing quietly, as Unix tools do.

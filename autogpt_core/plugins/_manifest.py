@@ -54,6 +54,14 @@ class CommandDecl:
 
 
 @attrs.frozen
+class CLICommandDecl:
+    """An ``autogpt NAME`` command a plugin declares: the only ones it may register."""
+
+    name: str
+    help: str
+
+
+@attrs.frozen
 class SettingDecl:
     """One entry of a plugin's config schema."""
 
@@ -84,6 +92,8 @@ class Manifest:
     codeowners: tuple[str, ...] = ()
     permissions: tuple[str, ...] = ()
     commands: tuple[CommandDecl, ...] = ()
+    #: The ``cli.commands``: what ``autogpt --help`` lists without importing the plugin.
+    cli_commands: tuple[CLICommandDecl, ...] = ()
     requires: tuple[str, ...] = ()
     load_after: tuple[str, ...] = ()
     load_before: tuple[str, ...] = ()
@@ -110,6 +120,8 @@ class Manifest:
             for c in fields["commands"]
         )
         fields["settings"] = tuple(SettingDecl(**s) for s in fields["settings"])
+        # Indexed, not .get(): an entry cached before the field existed is re-read.
+        fields["cli_commands"] = tuple(CLICommandDecl(**c) for c in fields["cli_commands"])
         for name in (
             "codeowners",
             "permissions",
@@ -510,6 +522,7 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
             else:
                 seen[name] = where
         issues.extend(parameter_issues(command.get("parameters"), f"{where}.parameters", source))
+    issues.extend(_cli_issues(data, source))
     settings = _mapping(_mapping(data.get("config")).get("settings"))
     for name, setting in settings.items():
         if not isinstance(setting, dict):
@@ -551,6 +564,46 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
 
 
 _SETTING_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+
+
+_CLI_NAME = re.compile("[a-z][a-z0-9_-]{0,63}")
+_CLI_NAME_SEARCH = re.compile("^[a-z][a-z0-9_-]{0,63}$")  # the schema's pattern
+
+
+def _cli_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
+    """``cli.commands`` names are unique within the manifest. Whether one is a core
+    command's name is checked by ``autogpt plugins check``, not here: a core release that
+    adds a command must not make every plugin declaring that name invalid."""
+    issues = []
+    seen: dict[str, int] = {}
+    for i, command in enumerate(_list(_mapping(data.get("cli")).get("commands"))):
+        name = _mapping(command).get("name")
+        if not isinstance(name, str):
+            continue
+        if _CLI_NAME_SEARCH.search(name) and not _CLI_NAME.fullmatch(name):
+            # jsonschema matches patterns with re.search, where '$' also matches before a
+            # final line break: 'export\n' passes the schema's pattern.
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"cli.commands[{i}].name",
+                    f"{_short(name)} is not allowed here",
+                    _ID_HINT,
+                )
+            )
+        elif name in seen:
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"cli.commands[{i}].name",
+                    f"the command line command {name!r} is already declared by "
+                    f"cli.commands[{seen[name]}]",
+                    "declare each command once",
+                )
+            )
+        else:
+            seen[name] = i
+    return issues
 
 
 # --- command parameter schemas ---------------------------------------------------------
@@ -871,6 +924,10 @@ def _build(data: dict[str, Any], source: str) -> Manifest:
         codeowners=tuple(data.get("codeowners", ())),
         permissions=tuple(data.get("permissions", ())),
         commands=commands,
+        cli_commands=tuple(
+            CLICommandDecl(name=c["name"], help=c["help"])
+            for c in data.get("cli", {}).get("commands", [])
+        ),
         requires=tuple(data.get("requires", ())),
         load_after=tuple(data.get("load_after", ())),
         load_before=tuple(data.get("load_before", ())),
