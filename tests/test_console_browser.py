@@ -183,10 +183,11 @@ def test_the_console_runs_a_task_and_configures_a_plugin(
         expect(page.locator("#plugin-confirm")).to_contain_text("not granted")
         page.locator("#plugin-confirm-enable").click()
         expect(page.locator("#plugin-message")).to_contain_text("Enabled shell")
-        expect(page.locator("#plugin-message")).to_contain_text("when the server restarts")
+        expect(page.locator("#plugin-message")).to_contain_text("at each task's next step")
         expect(page.locator("#plugin-state")).to_contain_text("enabled")
-        expect(page.locator("#plugin-running")).to_contain_text("disabled")
-        expect(shell).to_contain_text("restart needed")
+        # Loaded at once, without a restart.
+        expect(page.locator("#plugin-running")).to_contain_text("loaded")
+        expect(shell).not_to_contain_text("restart needed")
         assert "shell" in load_config(config_path).enable
 
         field = page.locator("#setting-max_output")
@@ -252,14 +253,15 @@ def test_enabling_and_settings_write_the_config_file_and_say_when_they_apply(
             "disabled",
             "disabled",
         )
-        assert "restarts" in listed["takes_effect"]
+        assert "next step" in listed["takes_effect"]
 
         enabled = client.post(f"{PLUGINS}/web/enable")
         assert enabled.status_code == 200, enabled.text
         body = enabled.json()
         assert body["enabled"] is True
-        assert body["running"]["status"] == "disabled"  # until the server restarts
-        assert body["restart_needed"] is True
+        assert body["running"]["status"] == "loaded"  # at once: no restart
+        assert body["restart_needed"] is False
+        assert "web" in server.handle.tasks.runtime.plugins.loaded
         assert {p["name"]: p["granted"] for p in body["permissions"]} == {
             "network": False,
             "network.local": False,
@@ -283,6 +285,8 @@ def test_enabling_and_settings_write_the_config_file_and_say_when_they_apply(
         disabled = client.post(f"{PLUGINS}/web/disable")
         assert disabled.status_code == 200, disabled.text
         assert disabled.json()["restart_needed"] is False
+        assert disabled.json()["running"]["status"] == "disabled"
+        assert "web" not in server.handle.tasks.runtime.plugins.loaded
         config = load_config(tmp_path / "config.yaml")
         assert "web" in config.disable
         assert "web" not in config.enable
@@ -376,6 +380,8 @@ def test_a_plugin_that_would_not_load_is_broken_with_the_reason(tmp_path: Path) 
         web = client.get(f"{PLUGINS}/web").json()
         assert web["status"] == "broken"
         assert "timeout" in web["reason"]
-        assert web["running"] == {"status": "disabled", "reason": None}
+        # Loaded anew at once: the server says it did not load, and why.
+        assert web["running"]["status"] == "broken"
+        assert "timeout" in web["running"]["reason"]
         listed = {p["id"]: p for p in client.get(PLUGINS).json()["plugins"]}
         assert listed["web"]["status"] == "broken"

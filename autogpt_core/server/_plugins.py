@@ -2,9 +2,11 @@
 installed plugins and change their settings, in the same config file as
 ``autogpt plugins enable/disable`` and ``plugins.settings.ID``.
 
-The server loads its plugins once, when it starts: what these endpoints change takes
-effect when it restarts. Every answer says so (``takes_effect``), and tells what this
-server runs now (``running``) apart from what the config file says (``enabled``).
+What these endpoints change is written to the config file, then the server loads its
+plugins anew (``Runtime.reload``): each task takes the change up at its next cycle, and a
+cycle in flight ends with the plugins it started with. Every answer says so
+(``takes_effect``), and tells what this server runs now (``running``) apart from what the
+config file says (``enabled``): they differ when a plugin did not load (``reason``).
 
 Secrets stay where the project keeps them, in the server's environment: a setting marked
 ``secret`` is never returned (only whether it is set) and never written into the config
@@ -18,6 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -41,7 +44,10 @@ if TYPE_CHECKING:
     from ._app import Api
 
 PREFIX = "/ap/v1/plugins"
-TAKES_EFFECT = "takes effect when the server restarts (it loads its plugins once, at start)"
+TAKES_EFFECT = (
+    "takes effect at each task's next step: the server loads its plugins anew, and a step "
+    "in flight ends with the plugins it started with"
+)
 
 #: What each permission allows (the table of autogpt_core/plugins/_permissions.py).
 PERMISSION_WORDS = {
@@ -373,6 +379,21 @@ class Plugins:
                 ) from None
 
         await trio.to_thread.run_sync(work)
+        await self._reload()
+
+    async def _reload(self) -> None:
+        """Load the plugins the config file now names, while the tasks run. What the
+        server was started with otherwise (its store, data directory, grants) stays."""
+        now = await trio.to_thread.run_sync(self._config_now)
+        config = attrs.evolve(
+            self.started,
+            enable=now.enable,
+            disable=now.disable,
+            plugin_settings=now.plugin_settings,
+            plugin_index=now.plugin_index,
+        )
+        tasks = self.api.tasks
+        await tasks.runtime.reload(config, nursery=tasks.nursery)
 
 
 def _set_settings(raw: dict[str, Any], plugin_id: str, values: Mapping[str, Any]) -> None:

@@ -59,6 +59,7 @@ class TaskError(Exception):
 #: event stream of a task this process does not run looks at the store.
 POLL_SECONDS = 0.25
 
+
 class Notifier:
     """Wakes the tasks waiting on a key (a task id) whenever ``notify`` is called for it.
 
