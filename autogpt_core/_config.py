@@ -112,6 +112,9 @@ SECTIONS: Mapping[str, Mapping[str, Field]] = {
         "enable": Field("list", (), "none", items=PLUGIN_ID, example="[shell, web]"),
         "disable": Field("list", (), "none", items=PLUGIN_ID, example="[jsonlog]"),
         "settings": Field("mapping", {}, "none", items=PLUGIN_ID, example="{web: {timeout: 10}}"),
+        # Where `autogpt plugins search` and the agent's plugin_manager find plugins to
+        # install: a JSON file or an http(s) URL. None: no index is read.
+        "index": Field("string", None, "no index", example="~/plugins/index.json"),
     },
     "permissions": {
         "grant": Field(
@@ -192,6 +195,8 @@ class Config:
     data_dir: Path = attrs.field(factory=lambda: default_data_dir())
     #: ``store``: a PostgreSQL URL or a SQLite file's path; ``None``: the data directory's.
     store: str | None = None
+    #: ``plugins.index``: the plugin index (a JSON file or URL); ``None``: none is read.
+    plugin_index: str | None = None
 
     @property
     def store_location(self) -> Path | str:
@@ -331,6 +336,7 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
             else default_data_dir()
         ),
         store=values["store"],
+        plugin_index=values["plugins.index"],
     )
 
 

@@ -23,7 +23,7 @@ KNOWN_UPWARD = {("plugins._manifest", "agent._redact")}
 
 #: Inside ``agent/``: who may import whom (a module imports only those listed lower).
 AGENT_ORDER = [
-    ["_redact", "_options", "_workspace"],
+    ["_redact", "_options", "_workspace", "_plugin_control"],
     ["_emitter", "_model"],
     ["_caller"],
     ["_dispatcher"],

@@ -37,6 +37,7 @@ from hookspecs import (
     ConfirmationRequest,
     EventKind,
     MemoryQuery,
+    PluginControl,
 )
 
 from .._errors import AutoGPTError, PermissionDenied, SessionInUse
@@ -44,6 +45,11 @@ from ..plugins._commands import CommandRegistry, RegisteredCommand
 from ..plugins._loader import PluginRecord
 from ._caller import HookCaller
 from ._emitter import Emitter, result_json
+
+#: Asks the person whether something may happen (what, the text to show): always asks.
+AskAlways = Callable[[str, str], Awaitable[bool]]
+#: Makes ``CommandContext.plugins`` for one call, given how to ask about it.
+PluginControlFactory = Callable[[AskAlways], PluginControl]
 
 #: Asks whoever answers for the session (the ``confirm`` hook) about a request; returns a
 #: ``Confirmation``, or anything else for no answer.
@@ -92,8 +98,10 @@ class Dispatcher:
         check_lease: LeaseCheck,
         continuous: bool = False,
         command_timeout: float | None = None,
+        plugin_control: PluginControlFactory | None = None,
     ) -> None:
         self._hooks = hooks
+        self._plugin_control = plugin_control
         self._emitter = emitter
         self._commands = commands
         self._records = records
@@ -185,6 +193,7 @@ class Dispatcher:
             redact=self._emitter.text,
             ask_permission=functools.partial(self.ask_permission, call, command),
             forget=self.forget,
+            plugins=self._plugins_for(call, command),
         )
         result: CommandResult | None = None
         # The last moment before the side effect: a process that stalled (stopped, swapped
@@ -243,6 +252,47 @@ class Dispatcher:
         # taken the session over meanwhile, this one must not act on it.
         await self._check_lease()
         return True
+
+    def _plugins_for(self, call: CommandCall, command: RegisteredCommand) -> PluginControl | None:
+        """``CommandContext.plugins``: for a plugin whose manifest declares ``install``."""
+        manifest = self._records[command.plugin_id].manifest
+        if self._plugin_control is None or manifest is None:
+            return None
+        if "install" not in manifest.permissions:
+            return None
+        return self._plugin_control(functools.partial(self.ask_always, call, command))
+
+    async def ask_always(
+        self, call: CommandCall, command: RegisteredCommand, what: str, shown: str
+    ) -> bool:
+        """Ask the person whether ``what`` may happen (a plugin enabled or installed),
+        showing ``shown`` (its manifest), whatever the config grants; ``False`` when
+        refused or unanswered, and without asking in continuous mode."""
+        decided = {"command": call.command, "plugin": command.plugin_id, "missing": ["install"]}
+        if self._continuous:
+            await self._emitter.emit(
+                EventKind.CONFIRMATION,
+                {**decided, "approved": False, "reason": "continuous mode"},
+            )
+            return False
+        arguments = self._emitter.value(copy.deepcopy(dict(call.arguments)))
+        request = ConfirmationRequest(
+            call=CommandCall(call.command, arguments, call.call_id),
+            plugin_id=command.plugin_id,
+            missing_permissions=("install",),
+            description=self._emitter.text(what),
+            reason=self._emitter.text(shown),
+        )
+        with self._command_clock_stopped():
+            answer = await self._consent(request)
+        approved = isinstance(answer, Confirmation) and answer.approved
+        answered = answer.reason if isinstance(answer, Confirmation) else "nobody answered"
+        await self._emitter.emit(
+            EventKind.CONFIRMATION, {**decided, "approved": approved, "reason": answered}
+        )
+        if approved:
+            await self._check_lease()
+        return approved
 
     async def forget(self, query: MemoryQuery) -> int:
         """``memory_forget`` in every backend; how many items they forgot in all."""

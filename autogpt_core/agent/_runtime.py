@@ -49,6 +49,7 @@ from ._dispatcher import Consent, Dispatcher, Grants, Question
 from ._emitter import Emitter
 from ._model import CORE_PLUGIN_NAME, ProviderBridge, SessionModel, provider_seconds
 from ._options import RunOptions, options_for_resume, options_to_store
+from ._plugin_control import PluginControls
 from ._redact import Redactor
 from ._session import Session, history_from_cycles, new_session_id
 
@@ -104,6 +105,11 @@ class Runtime:
         self._cycles: dict[int, int] = {}
         self._unused: dict[int, trio.Event] = {}
         self._reloading = trio.Lock()
+        # Plugins to shut down at the end: unloaded by a reload from inside a cycle.
+        self._deferred: list[object] = []
+        self._controls = PluginControls(
+            config=lambda: self.config, plugins=lambda: self.plugins, reload=self.reload
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -181,6 +187,8 @@ class Runtime:
     ) -> None:
         with trio.CancelScope(shield=True):
             try:
+                deferred, self._deferred = self._deferred, []
+                await self._lifecycle("autogpt_shutdown", deferred)
                 with trio.move_on_after(self.hook_timeout or 30):
                     await self.pm.ahook.autogpt_shutdown.call(
                         {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
@@ -221,10 +229,14 @@ class Runtime:
                 if id(old.records[pid].plugin) not in kept
             ]
         if gone:
-            if nursery is None:
-                await self._retire(old, gone)
-            else:
+            if nursery is not None:
                 nursery.start_soon(self._retire, old, gone)
+            elif self._cycles.get(id(old)):
+                # Reloaded from a cycle (a command enabling a plugin): its own cycle uses
+                # the old set until it returns, so they are shut down with the runtime.
+                self._deferred.extend(gone)
+            else:
+                await self._retire(old, gone)
         return new
 
     async def _retire(self, old: PluginSet, plugins: list[object]) -> None:
@@ -464,6 +476,7 @@ class Runtime:
             check_lease=functools.partial(self.store.check_held, session_id),
             continuous=options.continuous,
             command_timeout=limits.command_timeout,
+            plugin_control=self._controls.for_call,
         )
         owner = bound.records.get(model.plugin_id)
 

@@ -72,6 +72,11 @@ def add_plugins_parser(sub: Any) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="enable it without asking")
     p.set_defaults(handler=cmd_install)
 
+    p = psub.add_parser("search", help="look plugins up in the plugin index (plugins.index)")
+    p.add_argument("query", nargs="*", metavar="WORD", help="words to look for (none: all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_search)
+
     p = psub.add_parser("uninstall", help="pip uninstall a plugin's distribution")
     p.add_argument("plugin_id", metavar="ID")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
@@ -449,6 +454,46 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
     return _lifecycle(args).upgrade(args.plugin_id)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from ..plugins._index import read_index
+    from ..plugins._loader import scan
+
+    config = _config(args, must_exist=False)
+    if not config.plugin_index:
+        raise ConfigError(
+            "no plugin index is configured: set plugins.index in the config to a JSON file or "
+            "an http(s) URL listing plugins (see docs/plugins.md, 'The plugin index')"
+        )
+    index = read_index(config.plugin_index)
+    for problem in index.problems:
+        _say(f"autogpt: warning: left out of the index: {problem}", file=sys.stderr)
+    installed = {r.id: r.status for r in scan(config)}
+    found = index.search(" ".join(args.query))
+    rows: list[dict[str, Any]] = [
+        {
+            "id": e.manifest.id,
+            "version": e.manifest.version,
+            "description": e.manifest.description,
+            "requirement": e.requirement,
+            "installed": e.manifest.id in installed,
+            "commands": [c.name for c in e.manifest.commands],
+            "permissions": list(e.manifest.permissions),
+        }
+        for e in found
+    ]
+    if args.json:
+        _say(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        _say(f"No plugin of {index.location} matches {' '.join(args.query)!r}.")
+        return 0
+    for row in rows:
+        state = "installed" if row["installed"] else f"autogpt plugins install {row['requirement']}"
+        _say(f"{row['id']} {row['version']}  {' '.join(str(row['description']).split())}")
+        _say(f"    commands: {', '.join(row['commands']) or 'none'}; {state}")
+    return 0
 
 
 def cmd_codeowners(args: argparse.Namespace) -> int:
