@@ -75,7 +75,7 @@ class Field:
     ``example`` is a valid value, for the fix in error messages.
     """
 
-    type: Literal["integer", "number", "string", "path", "list", "mapping", "variables"]
+    type: Literal["integer", "number", "string", "path", "list", "mapping", "variables", "texts"]
     default: Any
     null_means: str = ""
     exclusive_minimum: float | None = None
@@ -94,6 +94,8 @@ class Field:
             text = f"mapping of {self.items.name} to settings"
         elif self.type == "variables" and self.items is not None:
             text = f"mapping of {self.items.name} to environment variable"
+        elif self.type == "texts" and self.items is not None:
+            text = f"mapping of {self.items.name} to string"
         else:
             text = self.type
         if self.exclusive_minimum is not None:
@@ -115,6 +117,10 @@ SECTIONS: Mapping[str, Mapping[str, Field]] = {
         # Where `autogpt plugins search` and the agent's plugin_manager find plugins to
         # install: a JSON file or an http(s) URL. None: no index is read.
         "index": Field("string", None, "no index", example="~/plugins/index.json"),
+        # The terms each plugin's user accepted (a digest of them; `autogpt plugins enable`).
+        "accepted": Field(
+            "texts", {}, "none", items=PLUGIN_ID, example="{weather: 3f2a9c0d1e4b5a67}"
+        ),
     },
     "permissions": {
         "grant": Field(
@@ -197,6 +203,8 @@ class Config:
     store: str | None = None
     #: ``plugins.index``: the plugin index (a JSON file or URL); ``None``: none is read.
     plugin_index: str | None = None
+    #: ``plugins.accepted``: plugin id -> the digest of the terms its user accepted.
+    accepted_terms: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def store_location(self) -> Path | str:
@@ -295,6 +303,8 @@ def load_config(
     explicit: str | os.PathLike[str] | None = None, *, must_exist: bool = True
 ) -> Config:
     """Read and validate the config file; raise ``ConfigError`` naming the file and field.
+    Sets the variables of the data directory's secrets file (``_secrets.py``) that the
+    environment lacks.
 
     A file named with ``--config`` (``explicit``) must exist unless ``must_exist`` is false
     (commands that create it); the default locations may be absent.
@@ -306,7 +316,13 @@ def load_config(
             "or drop --config to use the defaults"
         )
     raw = read_raw(path)
-    return parse_config(raw, path=path, exists=path.exists())
+    config = parse_config(raw, path=path, exists=path.exists())
+    # The secrets the user typed for plugins (``autogpt plugins enable``), where the
+    # plugins read every secret: the environment (which wins).
+    from ._secrets import apply_secrets, secrets_path
+
+    apply_secrets(secrets_path(config.data_dir))
+    return config
 
 
 def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> Config:
@@ -337,6 +353,7 @@ def parse_config(raw: Mapping[str, Any], *, path: Path, exists: bool = True) -> 
         ),
         store=values["store"],
         plugin_index=values["plugins.index"],
+        accepted_terms={k: str(v) for k, v in (values["plugins.accepted"] or {}).items()},
     )
 
 
@@ -444,6 +461,15 @@ def _check(name: str, field: Field, value: Any) -> list[_Problem]:
                         "give the variable's name, like ALICE_AUTOGPT_TOKEN, never the token",
                     )
                 )
+        return problems
+    if field.type == "texts":
+        for key, text in value.items():
+            if not (isinstance(key, str) and items.pattern.fullmatch(key)):
+                problems.append(
+                    (name, f"the key {_shown(key)} is not {_article(items.name)}", items.fix)
+                )
+            elif not isinstance(text, str):
+                problems.append((f"{name}.{key}", f"expected a string, got {_shown(text)}", ""))
         return problems
     for key, settings in value.items():
         if not (isinstance(key, str) and items.pattern.fullmatch(key)):

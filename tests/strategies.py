@@ -470,6 +470,7 @@ def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
             )
         ),
         "shares_store": draw(st.booleans()),
+        "setup": draw(st.sampled_from([{}, {"terms": "Be nice."}, {"terms": "https://x.test/t"}])),
         "requires_core": draw(st.sampled_from(["", ">=0.1", ">=0.1,<1", "~=0.1"])),
         "permissions": permissions,
         "capabilities": {"commands": commands},

@@ -32,6 +32,7 @@ from ..plugins._index import IndexEntry, PluginIndex, ranked, read_index
 from ..plugins._install import consent_text, detect_environment, requirement_states
 from ..plugins._loader import BROKEN, LOADED, PluginRecord, PluginSet, scan
 from ..plugins._manifest import Manifest
+from ..plugins._setup import needs
 
 AskAlways = Callable[[str, str], Awaitable[bool]]
 #: At most this many plugins in one ``find`` answer.
@@ -102,6 +103,13 @@ class PluginControls:
             if record.status == BROKEN and record.enabled:
                 raise RuntimeError(f"plugin {plugin_id!r} cannot be loaded: {record.reason}")
             needed = _dependencies(record.manifest, records)
+            manifests = [records[p].manifest for p in [plugin_id, *needed]]
+            lacking = [n for n in (needs(m, config) for m in manifests if m is not None) if n]
+            if lacking:
+                raise PermissionError(
+                    "; ".join(n.words() for n in lacking)
+                    + ": the user sets it up with 'autogpt plugins enable', not the agent"
+                )
             text = _consent(record, config, records, needed)
             if not await ask(f"Enable plugin {plugin_id!r}? {reason}".strip(), text):
                 raise PermissionError(f"the user did not allow enabling plugin {plugin_id!r}")

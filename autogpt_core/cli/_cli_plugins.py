@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from .._config import Config, load_config, set_plugin_state
 from .._errors import ConfigError
 
@@ -50,6 +52,11 @@ def add_plugins_parser(sub: Any) -> None:
     p = psub.add_parser("enable", help="enable plugins (persisted in the config file)")
     p.add_argument("plugin_ids", nargs="+", metavar="ID")
     p.add_argument("--yes", "-y", action="store_true", help="also enable required plugins")
+    p.add_argument(
+        "--accept-terms",
+        action="store_true",
+        help="accept the plugins' terms (setup.terms) without being asked: you have read them",
+    )
     p.set_defaults(handler=cmd_enable)
 
     p = psub.add_parser("disable", help="disable plugins (persisted in the config file)")
@@ -162,7 +169,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         row = _row(r)
         origin = "built-in" if r.builtin else f"{row['distribution']} {row['dist_version']}"
         line = f"{r.id:<{width}}  {row['version'] or '?':<8}  {r.status:<8}  {origin}"
-        if r.status == BROKEN:
+        if r.status == BROKEN or r.reason:
             line += f"\n{'':<{width}}  ! {r.reason}"
         _say(line)
     return 0
@@ -370,13 +377,61 @@ def cmd_enable(args: argparse.Namespace) -> int:
                 _say("Nothing changed.")
                 return 1
         wanted.extend(needed)
-    set_plugin_state(config.path, wanted, enabled=True)
+    answers = _set_up(args, config, [records[p] for p in wanted])
+    if answers is None:
+        return 1
+    _enable_with(config, wanted, answers)
     _say(f"Enabled {', '.join(wanted)} in {config.path}")
     after = {r.id: r for r in scan(_config(args, must_exist=False))}
     for plugin_id in wanted:
         if after[plugin_id].status == BROKEN:
             _say(f"Warning: {plugin_id} will not load: {after[plugin_id].reason}", file=sys.stderr)
     return 0
+
+
+def _set_up(args: argparse.Namespace, config: Config, records: list[Any]) -> Any:
+    """Ask for what the plugins need before they are enabled (``_setup.py``); ``None``
+    when something is declined or cannot be asked (no terminal): nothing is changed."""
+    import getpass
+
+    from ..plugins._setup import Answers, ask_for, needs
+
+    wanted = [(r.manifest, needs(r.manifest, config)) for r in records if r.manifest]
+    wanted = [(m, n) for m, n in wanted if n]
+    if not wanted:
+        return Answers()
+    if args.accept_terms:
+        accepted = {m.id: m.terms_digest for m, n in wanted if n.terms}
+        wanted = [(m, attrs.evolve(n, terms="")) for m, n in wanted]
+        wanted = [(m, n) for m, n in wanted if n]
+        if not wanted:
+            return Answers(accepted=accepted)
+    else:
+        accepted = {}
+    if not sys.stdin.isatty():
+        for _, need in wanted:
+            _say(f"autogpt: error: not enabled: {need.words()}", file=sys.stderr)
+        return None
+    answers = ask_for(wanted, ask=input, ask_secret=getpass.getpass, say=_say)
+    if answers is None:
+        return None
+    return attrs.evolve(answers, accepted={**accepted, **answers.accepted})
+
+
+def _enable_with(config: Config, plugin_ids: list[str], answers: Any) -> None:
+    """Enable ``plugin_ids`` in the config file, with the terms accepted and the settings
+    given (one write), after keeping the secrets given in the secrets file."""
+    from .._config import change_plugin_state, parse_config, read_raw, write_raw
+    from .._secrets import secrets_path, store_secret
+    from ..plugins._setup import apply_answers
+
+    for name, value in answers.secrets.items():
+        store_secret(secrets_path(config.data_dir), name, value)
+    raw = read_raw(config.path)
+    parse_config(raw, path=config.path)  # refuse to rewrite a file that is already invalid
+    change_plugin_state(raw, plugin_ids, enabled=True)
+    apply_answers(raw, answers)
+    write_raw(config.path, raw)
 
 
 def cmd_disable(args: argparse.Namespace) -> int:

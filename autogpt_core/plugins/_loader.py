@@ -128,6 +128,19 @@ def scan(
                 continue
             record.enabled = wanted(plugin_id, record.manifest.default_on(store_kind))
             record.status = ENABLED if record.enabled else DISABLED
+            terms = record.manifest.terms
+            if (
+                record.enabled
+                and terms
+                and (config.accepted_terms.get(plugin_id) != record.manifest.terms_digest)
+            ):
+                # Set-up before use: it stays off until its user has read and accepted them.
+                record.enabled = False
+                record.status = DISABLED
+                record.reason = (
+                    "its terms are not accepted (or changed since): run 'autogpt plugins "
+                    f"enable {plugin_id}' to read and accept them"
+                )
         if len(claimed) > 1:
             _fail_clash(plugin_id, claimed)
     cache.save()

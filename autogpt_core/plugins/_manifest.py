@@ -88,6 +88,8 @@ class Manifest:
     enabled_by_default: bool | tuple[str, ...] = False
     #: Whether the core gives the plugin the session store's location.
     shares_store: bool = False
+    #: ``setup.terms``: what the user accepts before the plugin is enabled ("" for none).
+    terms: str = ""
     homepage: str = ""
     codeowners: tuple[str, ...] = ()
     permissions: tuple[str, ...] = ()
@@ -133,6 +135,13 @@ class Manifest:
             fields[name] = tuple(fields[name])
         fields["enabled_by_default"] = _enabled_by_default(fields.get("enabled_by_default"))
         return cls(**fields)
+
+    @property
+    def terms_digest(self) -> str:
+        """What ``plugins.accepted`` records of the terms accepted: a change asks again."""
+        import hashlib
+
+        return hashlib.sha256(self.terms.encode("utf-8")).hexdigest()[:16]
 
     def default_on(self, store_kind: str) -> bool:
         """Whether the plugin is on unless the user says otherwise, with a session store of
@@ -920,6 +929,7 @@ def _build(data: dict[str, Any], source: str) -> Manifest:
         requires_core=data.get("requires_core", ""),
         enabled_by_default=_enabled_by_default(data.get("enabled_by_default", False)),
         shares_store=bool(data.get("shares_store", False)),
+        terms=str(data.get("setup", {}).get("terms", "")),
         homepage=data.get("homepage", ""),
         codeowners=tuple(data.get("codeowners", ())),
         permissions=tuple(data.get("permissions", ())),
