@@ -121,27 +121,45 @@ def test_events_of_a_task_run_by_one_server_reach_watchers_of_the_other(
         assert busy.status_code == 409  # it has ended, wherever it ran
 
 
-def test_a_task_another_server_runs_is_refused_by_name_and_answered_there(
+def test_a_task_another_server_runs_is_refused_a_step_and_answered_through_either(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    """While one server runs a task (here: waiting for an approval), a step sent to the
-    other is refused with 409 saying so; once approved where it runs, it finishes."""
+    """While one server runs a task (here: waiting for approvals), a step sent to the
+    other is refused with 409 saying so; but the other server shows what it waits on (in
+    its event stream and at …/confirmations) and takes the answers, relayed to the one
+    that runs it: the task finishes with every approval given through the other."""
     extra = "permissions: {grant: [fs.read]}\n"
     with _servers(tmp_path, postgres_url, extra=extra) as (one, two):
         task = one.post(API, json={"input": DEMO_GOAL, "additional_input": {"autonomous": True}})
         task_id = task.json()["task_id"]
-        with one.stream("GET", f"{API}/{task_id}/events") as stream:
+        answered_ids = []
+        with two.stream("GET", f"{API}/{task_id}/events") as stream:
             for _, kind, data in sse_events(stream):
-                if kind == "confirmation_needed":
-                    busy = two.post(f"{API}/{task_id}/steps", json={})
-                    assert busy.status_code == 409
-                    assert "being run by another server process" in busy.json()["message"]
-                    assert busy.headers["retry-after"] == "1"
-                    answered = one.post(
-                        f"{API}/{task_id}/confirmations/{data['id']}", json={"decision": "always"}
-                    )
-                    assert answered.status_code == 200
-        assert two.get(f"{API}/{task_id}").json()["status"] == "finished"
+                if kind != "confirmation_needed":
+                    continue
+                busy = two.post(f"{API}/{task_id}/steps", json={})
+                assert busy.status_code == 409
+                assert "being run by another server process" in busy.json()["message"]
+                assert busy.headers["retry-after"] == "1"
+                listed = two.get(f"{API}/{task_id}/confirmations").json()["pending"]
+                assert [p["id"] for p in listed] == [data["id"]]
+                assert listed[0]["command"] == data["command"]
+                wrong = two.post(f"{API}/{task_id}/confirmations/nope", json={"decision": "yes"})
+                assert wrong.status_code == 404
+                answered = two.post(
+                    f"{API}/{task_id}/confirmations/{data['id']}", json={"decision": "approve"}
+                )
+                assert answered.status_code == 200, answered.text
+                assert answered.json()["answered"]["id"] == data["id"]
+                again = two.post(
+                    f"{API}/{task_id}/confirmations/{data['id']}", json={"decision": "approve"}
+                )
+                assert again.status_code in (404, 409)
+                answered_ids.append(data["id"])
+        assert len(answered_ids) >= 1
+        assert len(set(answered_ids)) == len(answered_ids)
+        assert one.get(f"{API}/{task_id}").json()["status"] == "finished"
+        assert two.get(f"{API}/{task_id}/confirmations").json() == {"pending": []}
 
 
 def test_kill_9_a_server_and_the_other_finishes_its_autonomous_tasks(

@@ -606,6 +606,15 @@ class Api:
     async def list_pending(self, request: Request, owner: str | None) -> Response:
         record = await self.tasks.get(request.path_params["task_id"], owner)
         live = self.tasks.live.get(record.id)
+        if (live is None or live.elsewhere) and self.tasks.shared_store:
+            # Another server runs it (a shared store): that one says what it waits on.
+            try:
+                answer = await self.tasks.elsewhere(record.id, "list")
+            except TaskError as exc:
+                if exc.status != 404:
+                    raise
+                return JSONResponse({"pending": []})
+            return JSONResponse({"pending": answer.get("pending") or []})
         pending = [live.pending.json()] if live is not None and live.pending is not None else []
         return JSONResponse({"pending": pending})
 
@@ -613,6 +622,14 @@ class Api:
         record = await self.tasks.get(request.path_params["task_id"], owner)
         body = await self._json(request)
         live = self.tasks.live.get(record.id)
+        if (live is None or live.elsewhere) and self.tasks.shared_store:
+            answer = await self.tasks.elsewhere(
+                record.id, "answer", pending_id=request.path_params["pending_id"], reply=body
+            )
+            status = int(answer.get("status", 500))
+            if status != 200:
+                raise TaskError(status, str(answer.get("message") or "refused"))
+            return JSONResponse({"answered": answer.get("answered")})
         if live is None:
             raise TaskError(404, f"task {record.id} is not running, so it waits on nothing")
         pending = live.pending
@@ -669,10 +686,20 @@ class Api:
             del self._flights[key]
             flight.done.set()
 
+    async def _waiting_elsewhere(self, task_id: str) -> dict[str, Any] | None:
+        """What the task waits on in the server that runs it, if another one does."""
+        try:
+            answer = await self.tasks.elsewhere(task_id, "list")
+        except TaskError:
+            return None
+        pending = answer.get("pending") or []
+        return pending[0] if pending and isinstance(pending[0], dict) else None
+
     async def _stream(self, task_id: str, after: int) -> AsyncIterator[str]:
         """The task's stored events after ``after`` (each with its id, to resume from),
         what it waits on as it starts waiting, and ``finished`` once it ended."""
         shown = None
+        shown_elsewhere: Any = None
         spoke = trio.current_time()  # when the stream last sent anything
         yield "retry: 2000\n\n"
         while not self.tasks.closing:
@@ -689,6 +716,12 @@ class Api:
             if pending is not None and pending is not shown:
                 shown = pending
                 yield _sse(f"{pending.kind}_needed", pending.json())
+            if live is None and self.tasks.shared_store and self.tasks.listening:
+                # Another server may run it: what it waits on is known there alone.
+                waiting = await self._waiting_elsewhere(task_id)
+                if waiting is not None and waiting.get("id") != shown_elsewhere:
+                    shown_elsewhere = waiting.get("id")
+                    yield _sse(f"{waiting.get('kind')}_needed", waiting)
             if live is None:
                 record = await self.store.get_session(task_id)
                 if record.status in ENDED:

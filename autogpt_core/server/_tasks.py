@@ -19,6 +19,7 @@ import builtins
 import contextlib
 import copy
 import functools
+import json
 import math
 import sys
 import threading
@@ -58,6 +59,16 @@ class TaskError(Exception):
 #: With a shared store and no notifications of other processes' writes: how often an
 #: event stream of a task this process does not run looks at the store.
 POLL_SECONDS = 0.25
+#: How long a server waits for another's answer over the relay (``Tasks.elsewhere``).
+RELAY_SECONDS = 5.0
+
+
+@attrs.define(eq=False)
+class _Asked:
+    """A request to another server, waiting for its answer."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    answer: dict[str, Any] | None = None
 
 
 class Notifier:
@@ -165,6 +176,8 @@ class Tasks:
         #: notifications, ``listen_for_changes``), so streams need not look every so often.
         self.listening = False
         self._listener = trio.CancelScope()
+        # This server's questions to others over the relay, by request id.
+        self._asked: dict[str, _Asked] = {}
         self.notifier = Notifier()
         self._locks: dict[str, trio.Lock] = {}
         runtime.stored_listeners.append(self.notifier.notify)
@@ -335,6 +348,9 @@ class Tasks:
             self.listening = True
             self.notifier.notify_all()
 
+        def relayed(payload: str) -> None:
+            self.nursery.start_soon(self._relayed, payload)
+
         with self._listener:
             while not self.draining:
                 stop = threading.Event()
@@ -351,9 +367,17 @@ class Tasks:
                     except trio.RunFinishedError:
                         stop.set()
 
+                def on_relay(payload: str, stop: threading.Event = stop) -> None:
+                    try:
+                        trio.from_thread.run_sync(relayed, payload, trio_token=token)
+                    except trio.RunFinishedError:
+                        stop.set()
+
                 try:
                     await trio.to_thread.run_sync(
-                        functools.partial(listen, on_change, stop, on_ready=on_ready),
+                        functools.partial(
+                            listen, on_change, stop, on_ready=on_ready, on_relay=on_relay
+                        ),
                         abandon_on_cancel=True,
                         limiter=thread,
                     )
@@ -370,6 +394,105 @@ class Tasks:
                     self.listening = False
                     self.notifier.notify_all()
                 await trio.sleep(retry)
+
+    # -- what another server's task waits on (shared store) ---------------------------
+
+    async def elsewhere(self, task_id: str, op: str, **fields: Any) -> dict[str, Any]:
+        """Ask the server running ``task_id`` (its lease's holder) about what the task
+        waits on: ``op`` ``"list"`` (its pending confirmation or question) or
+        ``"answer"`` (``pending_id``, ``reply``); its answer. Over the store's relay
+        (PostgreSQL notifications); ``TaskError`` 404 when no server runs it, 504 when the
+        one that does not answer within ``RELAY_SECONDS``."""
+        lease = await self.store.get_lease(task_id)
+        if lease is None or not lease.live() or lease.holder == self.runtime.holder.id:
+            raise TaskError(404, f"task {task_id} is not running, so it waits on nothing")
+        if not self.listening:
+            raise TaskError(
+                503,
+                f"task {task_id} runs in another server process, and this one cannot reach "
+                "it now (it is not listening to the store); ask that one, or retry",
+                retry_after=5,
+            )
+        request_id = uuid.uuid4().hex
+        waiter = self._asked[request_id] = _Asked()
+        message = {"to": lease.holder, "from": self.runtime.holder.id, "id": request_id}
+        try:
+            await self._relay({**message, "op": op, "task": task_id, **fields})
+            with trio.move_on_after(RELAY_SECONDS):
+                await waiter.done.wait()
+        finally:
+            del self._asked[request_id]
+        if waiter.answer is None:
+            raise TaskError(
+                504,
+                f"task {task_id} runs in another server process, which did not answer within "
+                f"{RELAY_SECONDS:g} s; retry",
+                retry_after=1,
+            )
+        return waiter.answer
+
+    async def _relay(self, message: Mapping[str, Any]) -> None:
+        payload = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str)
+        notify = self.store.store.notify
+        await trio.to_thread.run_sync(lambda: notify(payload, relay=True))
+
+    async def _relayed(self, payload: str) -> None:
+        """A message from another server: a request for one of this server's tasks, or
+        the answer to one of this server's requests."""
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or message.get("to") != self.runtime.holder.id:
+            return
+        if "answer" in message:
+            waiter = self._asked.get(str(message.get("id")))
+            if waiter is not None and isinstance(message["answer"], dict):
+                waiter.answer = message["answer"]
+                waiter.done.set()
+            return
+        answer = self._answer_relayed(message)
+        reply = {"to": message.get("from"), "id": message.get("id"), "answer": answer}
+        with contextlib.suppress(StorageError):
+            try:
+                await self._relay(reply)
+            except StorageError:
+                # Too long to send (a pending call's arguments): say so, shorter.
+                pending = answer.get("pending") or []
+                shortened = [{**p, "arguments": "(too long to relay)"} for p in pending]
+                await self._relay({**reply, "answer": {**answer, "pending": shortened}})
+
+    def _answer_relayed(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        live = self.live.get(str(message.get("task")))
+        if live is None or live.ended:
+            return {"status": 404, "message": f"task {message.get('task')} waits on nothing"}
+        if message.get("op") == "list":
+            listed = [live.pending.json()] if live.pending is not None else []
+            return {"status": 200, "pending": listed}
+        if message.get("op") == "answer":
+            waiting = live.pending
+            try:
+                self.answer(live, message.get("pending_id"), message.get("reply"))
+            except TaskError as exc:
+                return {"status": exc.status, "message": str(exc)}
+            assert waiting is not None
+            return {"status": 200, "answered": waiting.json()}
+        return {"status": 400, "message": f"unknown request {message.get('op')!r}"}
+
+    def _tell_waiting(self, live: Live) -> None:
+        """With a shared store: what ``live`` waits on changed, and no write says so;
+        wake the other servers' streams of it."""
+        if not self.shared_store:
+            return
+        notify = getattr(self.store.store, "notify", None)
+        if notify is None:
+            return
+
+        async def tell() -> None:
+            with contextlib.suppress(StorageError):
+                await trio.to_thread.run_sync(notify, live.task_id)
+
+        self.nursery.start_soon(tell)
 
     async def watch_orphans(self, period: float) -> None:
         """With a shared store: every ``period`` seconds, take up the autonomous tasks whose
@@ -441,6 +564,7 @@ class Tasks:
     async def _wait_answer(self, live: Live, pending: Pending) -> Any:
         live.pending = pending
         self.notifier.notify(live.task_id)
+        self._tell_waiting(live)
         seconds = self.idle_seconds if live.mode == "steps" else self.approval_seconds
         try:
             with trio.move_on_after(seconds):
@@ -453,6 +577,7 @@ class Tasks:
         finally:
             live.pending = None
             self.notifier.notify(live.task_id)
+            self._tell_waiting(live)
 
     async def _confirm(self, live: Live, request: ConfirmationRequest) -> object:
         data = {

@@ -91,6 +91,9 @@ MIGRATIONS_TABLE = "store_migrations"
 
 NOTIFY_CHANNEL = "autogpt_sessions"
 """The channel a batch of writes notifies, once per session it wrote to (``listen``)."""
+RELAY_CHANNEL = "autogpt_relay"
+"""The channel servers on one store send each other requests and answers on (``notify``)."""
+MAX_NOTICE_BYTES = 7900
 
 # An ambiguous id prefix lists this many of the sessions it matches.
 _MAX_CANDIDATES = 10
@@ -557,25 +560,42 @@ class PostgresStore(SessionStore):
         stop: threading.Event,
         *,
         on_ready: Callable[[], None] | None = None,
+        on_relay: Callable[[str], None] | None = None,
         poll: float = 0.5,
     ) -> None:
         """Call ``on_change(session_id)`` whenever any process commits writes to a
-        session (cycles, events, statuses), until ``stop`` is set; blocks (run it in a
-        thread of its own). ``on_ready`` is called once listening, before any change is
-        reported: what was committed before it may have been missed. Raises
+        session (cycles, events, statuses) or ``notify``s it, until ``stop`` is set; blocks
+        (run it in a thread of its own). ``on_relay(payload)`` gets the messages servers
+        send each other on ``RELAY_CHANNEL``. ``on_ready`` is called once listening,
+        before any report: what was committed before it may have been missed. Raises
         ``StorageError`` when the connection fails; call it again to listen again.
         """
         with self._errors("listen to"):
             conn = psycopg.connect(self.url, autocommit=True, **_connect_defaults(self.url))
             with conn:
                 conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                if on_relay is not None:
+                    conn.execute(f"LISTEN {RELAY_CHANNEL}")
                 if on_ready is not None:
                     on_ready()
                 while not stop.is_set():
                     for notice in conn.notifies(timeout=poll):
-                        on_change(notice.payload)
+                        if notice.channel == RELAY_CHANNEL and on_relay is not None:
+                            on_relay(notice.payload)
+                        else:
+                            on_change(notice.payload)
                         if stop.is_set():
                             break
+
+    def notify(self, payload: str, *, relay: bool = False) -> None:
+        """Send ``payload`` to every listener: a session id on ``NOTIFY_CHANNEL`` (its
+        streams look again), or a message between servers on ``RELAY_CHANNEL``. At most
+        ``MAX_NOTICE_BYTES`` bytes (PostgreSQL's limit is 8000)."""
+        if len(payload.encode("utf-8")) > MAX_NOTICE_BYTES:
+            raise StorageError(f"a notice of {len(payload)} characters is too long to send")
+        channel = RELAY_CHANNEL if relay else NOTIFY_CHANNEL
+        with self._errors("notify"), self._connection() as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
 
     # -- artifacts ----------------------------------------------------------------------
 
