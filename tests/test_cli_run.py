@@ -36,8 +36,10 @@ def _completed_cycles(db: Path) -> list[tuple[str, int, str]]:
         return []
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            # Completed: not provisional (recorded as its command started, see below).
             return conn.execute(
-                "SELECT session_id, number, result FROM cycles ORDER BY number"
+                "SELECT session_id, number, result FROM cycles"
+                " WHERE json_extract(result, '$.provisional') IS NOT 1 ORDER BY number"
             ).fetchall()
     except sqlite3.Error:
         return []
@@ -129,6 +131,49 @@ def test_kill_9_then_resume_keeps_every_completed_cycle(tmp_path: Path) -> None:
     # The resumed conversation contained the first two cycles' tool answers.
     last = server.requests[-1]["messages"]
     assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == ["w1", "w2", "w3"]
+
+
+def test_a_command_running_when_the_process_died_is_not_run_again(tmp_path: Path) -> None:
+    """kill -9 while a command with effects runs (a shell command that appends a line, then
+    sleeps): its cycle was recorded as it started, so the resumed session has that cycle
+    done, tells the model its outcome is unknown, and never runs it again."""
+    (tmp_path / "config.yaml").write_text(
+        "plugins: {enable: [shell]}\npermissions: {grant: [fs.read, fs.write, shell]}\n"
+    )
+    line = "echo ran >> runs.txt; sleep 60"
+    script = [
+        Reply(tool_calls=(FakeToolCall("run_shell", {"command": line}, id="sh1"),)),
+        _finish(),
+    ]
+    env = cli_env(tmp_path)
+    workspace = tmp_path / "ws"
+    db = tmp_path / "data" / "sessions.sqlite3"
+    with fake_openai_in_thread(script) as server:
+        common = ["--base-url", server.base_url, "--max-cycles", "10"]
+        proc = _start(["run", GOAL, "--workspace", str(workspace), *common], env)
+        runs = workspace / "runs.txt"
+        for _ in range(1200):
+            if runs.exists():
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        with sqlite3.connect(db) as conn:
+            ((session_id, result),) = conn.execute("SELECT session_id, result FROM cycles")
+        assert json.loads(result)["provisional"] is True
+        resumed = autogpt("run", "--resume", session_id, *common, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert runs.read_text() == "ran\n"  # once
+    assert [n for _, n, _ in _completed_cycles(db)] == [1, 2]
+    (first,) = [json.loads(r) for _, n, r in _completed_cycles(db) if n == 1]
+    assert first["ok"] is False
+    assert "not run again" in first["error"]
+    # The resumed conversation answered the shell call with the unknown outcome.
+    last = server.requests[-1]["messages"]
+    (answer,) = [m for m in last if m["role"] == "tool" and m["tool_call_id"] == "sh1"]
+    assert "whether it took effect is not known" in answer["content"]
+    assert len(server.requests) == 2
 
 
 def test_a_second_resume_is_refused_while_the_first_runs(tmp_path: Path) -> None:

@@ -314,6 +314,27 @@ def test_write_many_is_all_or_nothing(store: SessionStore, tmp_path: Path) -> No
     assert store.last_completed_cycle("s") == 1
 
 
+def test_a_provisional_cycle_is_replaced_by_its_completed_record_alone(
+    store: SessionStore, tmp_path: Path
+) -> None:
+    """A cycle recorded as its command started (result says provisional) is replaced when
+    the completed cycle is recorded; a completed cycle is never replaced."""
+    store.create_session("g", tmp_path, session_id="s")
+    started = {"ok": False, "error": "unknown", "provisional": True}
+    store.record_cycle(CycleRecord("s", 1, result=started), events=(_event("s", 1, 1),))
+    (provisional,) = store.load_cycles("s")
+    assert provisional.provisional
+    assert store.last_completed_cycle("s") == 1
+    store.record_cycle(CycleRecord("s", 1, result={"ok": True}), events=(_event("s", 1, 2),))
+    (completed,) = store.load_cycles("s")
+    assert (completed.result, completed.provisional) == ({"ok": True}, False)
+    # Both batches of events stay, in order.
+    assert [e.data["n"] for e in store.list_events("s")] == [1, 2]
+    with pytest.raises(StorageError, match="cycle 1 of session 's' is already recorded"):
+        store.record_cycle(CycleRecord("s", 1, result=started))
+    assert store.load_cycles("s")[0].result == {"ok": True}
+
+
 @pytest.mark.parametrize("write_each", ["implementation", "interface default"])
 def test_write_each_isolates_failures(store: SessionStore, tmp_path: Path, write_each: str) -> None:
     """write_each commits the good writes of a batch and reports each bad one: the

@@ -102,6 +102,9 @@ class Dispatcher:
     ) -> None:
         self._hooks = hooks
         self._plugin_control = plugin_control
+        #: Awaited with the call just before a command with effects runs (the session
+        #: records its cycle as provisional then); ``None``: nothing is recorded.
+        self.before_effects: Callable[[CommandCall], Awaitable[None]] | None = None
         self._emitter = emitter
         self._commands = commands
         self._records = records
@@ -155,6 +158,10 @@ class Dispatcher:
                 "arguments": copy.deepcopy(dict(call.arguments)),
             },
         )
+        if self.before_effects is not None and _has_effects(command):
+            # Recorded before it runs: a process that dies while it runs leaves this record,
+            # and the session resumed elsewhere does not run it again (at most once).
+            await self.before_effects(call)
         result = await self._invoke(call, command)
         replaced = await self._hooks.call("post_command", call=call, result=result)
         if isinstance(replaced, CommandResult):
@@ -372,3 +379,9 @@ class Dispatcher:
             )
         if isinstance(answer, Confirmation) and answer.remember:
             self.grants.remember(plugin_id, missing)
+
+
+def _has_effects(command: RegisteredCommand) -> bool:
+    """Whether running ``command`` twice could differ from running it once: it declares a
+    permission beyond reading the workspace (writing, the network, the shell, a bridge)."""
+    return bool(set(command.decl.permissions) - {"fs.read"})

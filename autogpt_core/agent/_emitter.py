@@ -42,6 +42,7 @@ from hookspecs import (
 from .._errors import HookError, SessionInUse
 from ..hooks._hookcall import AsyncHooks
 from ..store._open import open_store
+from ..store._records import PROVISIONAL
 from ..store._storage import AsyncStore, CycleRecord, SessionStatus
 from ._redact import Redactor, masked_message
 
@@ -204,19 +205,25 @@ class Emitter:
         usage: Mapping[str, Any],
         messages: tuple[Message, ...],
         budget: Budget,
+        provisional: bool = False,
     ) -> None:
         """Commit a completed cycle: its record, its events and the budget, in one
         transaction. ``messages`` are the ones the cycle added to the conversation, already
-        masked by ``message`` (they are stored as the model keeps them)."""
+        masked by ``message`` (they are stored as the model keeps them). ``provisional``:
+        the record of a cycle whose command is about to run (``CycleRecord.provisional``),
+        which the completed cycle's record replaces."""
         await self.deliver()
         events, self._pending = self._pending, []
+        recorded = self.value(result_json(result))
+        if provisional and isinstance(recorded, dict):
+            recorded[PROVISIONAL] = True
         await self._store.record_cycle(
             CycleRecord(
                 session_id=self.view.id,
                 number=number,
                 plan=self.value(dict(plan)),
                 command=self.value(call_json(call)),
-                result=self.value(result_json(result)),
+                result=recorded,
                 usage=dict(usage),
                 messages=messages,
             ),

@@ -43,6 +43,7 @@ from .._version import __version__
 from ..hooks._hookcall import HookManager
 from ..plugins._loader import PluginSet, load
 from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, Leases
+from ..store._records import PROVISIONAL, CycleRecord
 from ..store._storage import AsyncStore
 from ._caller import HookCaller
 from ._dispatcher import Consent, Dispatcher, Grants, Question
@@ -371,6 +372,10 @@ class Runtime:
                 store_path=self.store_location,
             )
             cycles = await self.store.load_cycles(session_id)
+            if cycles and cycles[-1].provisional:
+                # Its command was running when the session stopped: the cycle stays done,
+                # its outcome unknown (as the model is told), and is not run again.
+                cycles[-1] = await self._settle(cycles[-1])
             done = cycles[-1].number if cycles else 0
             emitter = self._emitter(session_id)
             async with self._model(merged, emitter, resume_after=done) as model:
@@ -386,6 +391,14 @@ class Runtime:
                     cycle=done,
                     channel=channel,
                 )
+
+    async def _settle(self, cycle: CycleRecord) -> CycleRecord:
+        """A provisional cycle, recorded as completed with its outcome unknown."""
+        assert isinstance(cycle.result, dict)
+        result = {k: v for k, v in cycle.result.items() if k != PROVISIONAL}
+        settled = attrs.evolve(cycle, result=result, completed_at=0.0)
+        await self.store.record_cycle(settled)
+        return settled
 
     def _emitter(self, session_id: str) -> Emitter:
         return Emitter(

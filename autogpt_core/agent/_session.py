@@ -39,6 +39,7 @@ import trio
 from hookspecs import (
     DATA_RULE,
     Budget,
+    CommandCall,
     CommandResult,
     EventKind,
     LLMRequest,
@@ -114,9 +115,12 @@ class Session:
     # Entered around each cycle, after its gate: the runtime binds the session to the
     # plugins loaded now, which the whole cycle then uses. None: always the same.
     cycle_scope: Callable[[], AbstractContextManager[None]] | None = None
+    # The plan of the cycle in flight, once its command is dispatched (record_intent).
+    _planned: Plan = attrs.field(factory=Plan, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.refresh_view()
+        self.dispatcher.before_effects = self.record_intent
 
     @property
     def view(self) -> SessionView:
@@ -407,6 +411,7 @@ class Session:
             )
             self.failures += 1
         else:
+            self._planned = plan
             result, executed = await self.dispatcher.execute(plan.call)
             plan = attrs.evolve(plan, call=executed)
             observation = result.output if result.ok else f"Error: {result.error}"
@@ -467,6 +472,28 @@ class Session:
         )
         self.completed = self.cycle
 
+    async def record_intent(self, call: CommandCall) -> None:
+        """Record the cycle as provisional, with its events so far, as ``call`` is about to
+        run: if the process dies while it runs, the session resumed from the store has
+        this cycle done, its command's outcome unknown, and does not run it again."""
+        plan = attrs.evolve(self._planned, call=call)
+        shown = quote_data(UNKNOWN_OUTCOME, f"error of {call.command}")
+        added = tuple(self.emitter.message(m) for m in self._conversation(plan, shown))
+        await self.emitter.commit_cycle(
+            number=self.cycle,
+            plan={"text": plan.text, "error": plan.error},
+            call=call,
+            result=CommandResult.failure(UNKNOWN_OUTCOME),
+            usage={
+                "prompt_tokens": plan.usage.prompt_tokens,
+                "completion_tokens": plan.usage.completion_tokens,
+                "cost_usd": plan.usage.cost_usd,
+            },
+            messages=added,
+            budget=self.budget,
+            provisional=True,
+        )
+
     def _memory_text(self, plan: Plan, observation: str) -> str:
         # Masked, then shortened: a secret cut in two would be matched by neither half.
         mask = self.emitter.text
@@ -494,6 +521,12 @@ class Session:
             )
             answers.append(Message(Role.TOOL, text, tool_call_id=tool_call.id))
         return [reply, *answers]
+
+
+UNKNOWN_OUTCOME = (
+    "The session stopped while this command ran (its process ended), so whether it took "
+    "effect is not known; it was not run again. Check its effect before running it again."
+)
 
 
 def _usage_problem(plan: Plan) -> str | None:

@@ -441,11 +441,14 @@ class Api:
             )
         elif plan.get("error"):
             lines.append(f"-> {plan['error']}")
+        # A provisional cycle of a running task: its command runs now (its record is there
+        # so that a crash does not run it twice); otherwise its outcome is unknown.
+        running = cycle.provisional and str(record.status) == "running"
         return {
             "task_id": record.id,
             "step_id": str(cycle.number),
             "name": command.get("command") if command else None,
-            "status": "completed",
+            "status": "running" if running else "completed",
             "input": given,
             "additional_input": {},
             "output": "\n".join(line for line in lines if line),

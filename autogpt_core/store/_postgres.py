@@ -779,6 +779,8 @@ class PostgresStore(SessionStore):
             if current is None or current.holder != holder:
                 raise taken_over(op.session_id, current)
         try:
+            for sql, params in op.before:
+                conn.execute(sql, params)
             cursor = conn.execute(op.sql, op.params)
             if op.check_found and cursor.rowcount == 0:
                 raise self._not_found(op.session_id)
@@ -879,6 +881,8 @@ class _Prepared:
     params: tuple[Any, ...]
     what: str
     then: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    #: Run first: a provisional record of the same cycle goes (``CycleRecord.provisional``).
+    before: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     check_found: bool = False
     returns_id: bool = False
 
@@ -921,6 +925,13 @@ def _prepare(op: WriteOp) -> _Prepared:
             ),
             what=f"cycle {cycle.number} of session {cycle.session_id!r} is already recorded",
             then=tuple(then),
+            before=(
+                (
+                    "DELETE FROM cycles WHERE session_id = %s AND number = %s"
+                    " AND (result->>'provisional') = 'true'",
+                    (cycle.session_id, cycle.number),
+                ),
+            ),
         )
     if isinstance(op, StatusWrite):
         sets = ["status = %s", "updated_at = %s"]

@@ -58,7 +58,7 @@ class SessionRecord:
 
 @attrs.frozen
 class CycleRecord:
-    """One completed cycle of a session.
+    """One completed cycle of a session (or, ``provisional``, one whose command started).
 
     ``plan``, ``command``, ``result`` and ``usage`` are JSON values in whatever shape the
     runtime chose; ``messages`` are the conversation messages this cycle added, so a resumed
@@ -73,6 +73,17 @@ class CycleRecord:
     usage: JSON = None
     messages: tuple[Message, ...] = ()
     completed_at: float = 0.0
+
+    @property
+    def provisional(self) -> bool:
+        """Recorded as its command was about to run (``result`` says ``provisional``), and
+        not completed since: the process stopped while the command ran, so whether it took
+        effect is unknown. Recording the completed cycle replaces it; nothing else may."""
+        return isinstance(self.result, dict) and self.result.get(PROVISIONAL) is True
+
+
+#: The key of a provisional cycle's ``result`` (``CycleRecord.provisional``).
+PROVISIONAL = "provisional"
 
 
 def _events(events: Iterable[Event]) -> tuple[Event, ...]:
