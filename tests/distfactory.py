@@ -14,7 +14,7 @@ import base64
 import hashlib
 import textwrap
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 MANIFEST = """\
@@ -91,14 +91,17 @@ def write_wheel(
     files: Mapping[str, str],
     *,
     entry_points: str = "",
+    requires: Sequence[str] = (),
 ) -> Path:
     """A pure-Python wheel of ``files`` (path in the wheel -> text), as a build backend
-    would make it: ``.dist-info`` with METADATA, WHEEL and a RECORD of hashes pip checks."""
+    would make it: ``.dist-info`` with METADATA (``requires`` as Requires-Dist), WHEEL and
+    a RECORD of hashes pip checks."""
     stem = f"{distribution.replace('-', '_')}-{version}"
     info = f"{stem}.dist-info"
     contents = dict(files)
     contents[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+        + "".join(f"Requires-Dist: {r}\n" for r in requires)
     )
     contents[f"{info}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: tests.distfactory\nRoot-Is-Purelib: true\n"

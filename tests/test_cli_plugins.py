@@ -197,6 +197,9 @@ def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
     """install NAME means autogpt-plugin-NAME, pinned versions included; paths are kept;
     a path really installs (here into a pip target directory)."""
     env = cli_env(tmp_path)
+    wheel, archive = tmp_path / "x.whl", tmp_path / "pkg.zip"
+    wheel.write_bytes(b"")
+    archive.write_bytes(b"")
     dry = autogpt(
         "plugins",
         "install",
@@ -204,15 +207,20 @@ def test_install_maps_names_to_plugin_distributions(tmp_path: Path) -> None:
         "notes==1.0",
         "hello>=2",
         "autogpt_plugin_web",
-        "./x.whl",
-        "pkg.zip",
+        str(wheel),
+        str(archive),
         env=env,
     )
-    assert dry.returncode == 0
+    assert dry.returncode == 0, dry.stderr
     assert (
         "install autogpt-plugin-notes==1.0 'autogpt-plugin-hello>=2' autogpt_plugin_web "
-        "./x.whl pkg.zip"
+        f"{wheel} {archive}"
     ) in dry.stdout
+    # A path that is not there, and pip's own options, are refused before pip runs.
+    for refused in ("./missing.whl", "--index-url=http://elsewhere.test/", "-rreqs.txt"):
+        done = autogpt("plugins", "install", "--dry-run", "--", refused, env=env)
+        assert done.returncode == 2, refused
+        assert "$ " not in done.stdout
     bad = autogpt("plugins", "install", "--dry-run", "not a name!", env=env)
     assert bad.returncode == 2
     assert "neither a plugin name" in bad.stderr
@@ -306,7 +314,10 @@ def test_info_shows_each_commands_parameters(site: Path, tmp_path: Path) -> None
 def test_install_dry_run_prints_a_command_a_shell_runs_as_meant(tmp_path: Path) -> None:
     """The dry run's command is shell-quoted: pasted into sh, 'notes>=1.0' stays one
     argument instead of redirecting into a file named '=1.0'."""
-    names = ["notes>=1.0", "hello<2,>=1", "./my dir/x.whl"]
+    wheel = tmp_path / "my dir" / "x.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"")
+    names = ["notes>=1.0", "hello<2,>=1", str(wheel)]
     dry = autogpt("plugins", "install", "--dry-run", *names, env=cli_env(tmp_path))
     assert dry.returncode == 0, dry.stderr
     (line,) = [line for line in dry.stdout.splitlines() if line.startswith("$ ")]
@@ -317,7 +328,7 @@ def test_install_dry_run_prints_a_command_a_shell_runs_as_meant(tmp_path: Path) 
         "install",
         "autogpt-plugin-notes>=1.0",
         "autogpt-plugin-hello<2,>=1",
-        "./my dir/x.whl",
+        str(wheel),
     ]
     assert shlex.split(line[2:]) == meant
     cwd = tmp_path / "cwd"

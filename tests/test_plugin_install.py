@@ -384,9 +384,13 @@ def test_environment_detection(tmp_path: Path) -> None:
     assert env.upgrade("a") == ["/x/python", "-m", "pip", "install", "--upgrade", "a"]
 
 
-def test_specs_and_their_distributions() -> None:
+def test_specs_and_their_distributions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Names map to autogpt-plugin-NAME; a requirement's or wheel's distribution is known,
-    a directory's is not."""
+    a directory's is not; pip options and paths that are not there are refused."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "b-1.0-py3-none-any.whl").write_bytes(b"")
     specs = plugin_specs(
         ["notes", "Hello_World>=1", "autogpt-plugin-x", "./d", "a/b-1.0-py3-none-any.whl"]
     )
@@ -397,6 +401,16 @@ def test_specs_and_their_distributions() -> None:
         "./d",
         "a/b-1.0-py3-none-any.whl",
     ]
+    for bad in [
+        "--index-url=http://evil.test/",
+        "-r",
+        "-rreqs.txt",
+        "notes @ https://x.test/y.whl",
+    ]:
+        with pytest.raises(ConfigError):
+            plugin_specs([bad])
+    with pytest.raises(ConfigError, match="no such file or directory"):
+        plugin_specs(["./missing"])
     assert [spec_distribution(s) for s in specs] == [
         "autogpt-plugin-notes",
         "autogpt-plugin-hello-world",
@@ -436,7 +450,7 @@ def test_consent_text_keeps_plugin_text_on_its_own_line() -> None:
         dependencies={},
     )
     assert "\x1b" not in text
-    assert "  fine\\n  permissions: none\\x1b[2K\n" in text
+    assert "  fine permissions: none\\x1b[2K\n" in text
     assert [line for line in text.splitlines() if line.startswith("  permissions")] == [
         "  permissions:"
     ]

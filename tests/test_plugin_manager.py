@@ -99,7 +99,7 @@ async def test_a_refusal_changes_nothing(tmp_path: Path, answer: bool | None) ->
     assert outcome.status == "finished"
     assert len(asked) == 1
     told = _tool_answers(provider.requests[2])[-1]
-    assert "plugin 'shell' was not enabled: the user did not allow enabling" in told
+    assert "plugin 'shell' was not enabled: enabling plugin 'shell' was not allowed" in told
     assert "run_shell" not in _tools(provider.requests[2])
     assert (tmp_path / "config.yaml").read_text() == before
     assert rt.plugins.records["shell"].status != LOADED
@@ -129,7 +129,7 @@ async def test_unattended_runs_are_refused_without_a_question(tmp_path: Path) ->
     before = _config_file(tmp_path).read_text()
     outcome, provider, asked, rt = await _run(tmp_path, SCRIPT, answer=True, continuous=True)
     assert asked == []
-    assert "the user did not allow" in _tool_answers(provider.requests[2])[-1]
+    assert "was not allowed" in _tool_answers(provider.requests[2])[-1]
     assert (tmp_path / "config.yaml").read_text() == before
 
 
@@ -199,19 +199,45 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
         },
         entry_points="[autogpt.plugins]\nweather = autogpt_plugin_weather\n",
     )
+    # An attacker's entries: a plugin whose wheel declares more than the index shows, one
+    # that brings another plugin with it (a pip dependency), and a pip option.
+    shown = {**WEATHER_MANIFEST, "capabilities": {"commands": []}, "enabled_by_default": True}
+    greedy = {**shown, "id": "greedy", "name": "Greedy"}
+    carrier = {**shown, "id": "carrier", "name": "Carrier"}
+    hidden = {**shown, "id": "hidden", "name": "Hidden", "permissions": ["network"]}
+    for manifest, actual, requires in (
+        (greedy, {**greedy, "permissions": ["shell"]}, ()),
+        (carrier, carrier, ("autogpt-plugin-hidden",)),
+        (hidden, hidden, ()),
+    ):
+        package = f"autogpt_plugin_{manifest['id']}"
+        write_wheel(
+            out / "wheels",
+            f"autogpt-plugin-{manifest['id']}",
+            "1.0",
+            {
+                f"{package}/__init__.py": "",
+                f"{package}/autogpt-plugin.yaml": yaml.safe_dump(actual),
+            },
+            entry_points=f"[autogpt.plugins]\n{manifest['id']} = {package}\n",
+            requires=requires,
+        )
     document = {
         "plugins": [
             {"requirement": str(wheel.relative_to(out)), "manifest": WEATHER_MANIFEST},
+            {"requirement": "autogpt-plugin-greedy", "manifest": greedy},
+            {"requirement": "autogpt-plugin-carrier", "manifest": carrier},
+            {"requirement": "-rreqs.txt", "manifest": {**shown, "id": "sneaky"}},
         ]
     }
     (out / "index.json").write_text(json.dumps(document), "utf-8")
     return out
 
 
-def _recording(path: Path) -> Path:
+def _recording(path: Path, plugin_id: str = "weather") -> Path:
     calls = [
         ("find_plugins", {"query": "weather"}),
-        ("install_plugin", {"plugin_id": "weather", "reason": "to answer the question"}),
+        ("install_plugin", {"plugin_id": plugin_id, "reason": "to answer the question"}),
         ("forecast", {"city": "Paris"}),
         ("finish", {"result": "Sunny."}),
     ]
@@ -238,8 +264,8 @@ def venv(tmp_path: Path, index: Path) -> Venv:
     return made
 
 
-def _run_args(venv: Venv, *extra: str) -> list[str]:
-    recording = _recording(venv.home / "weather.replay.json")
+def _run_args(venv: Venv, *extra: str, plugin_id: str = "weather") -> list[str]:
+    recording = _recording(venv.home / f"{plugin_id}.replay.json", plugin_id)
     return ["run", GOAL, "--llm", f"replay:{recording}", "--no-strict", *extra]
 
 
@@ -262,7 +288,7 @@ def test_refused_interactively_nothing_is_installed(venv: Venv) -> None:
     before = venv.config.read_text()
     code, screen, rest = venv.answer(*_run_args(venv), reply="n", question=b"[y/N/a(lways)] ")
     assert "Install and enable plugin 'weather'" in screen
-    assert "was not installed: the user did not allow" in rest
+    assert "was not installed: installing plugin 'weather' was not allowed" in rest
     assert "autogpt_plugin_weather" not in venv.installed()
     assert venv.config.read_text() == before
 
@@ -271,7 +297,10 @@ def test_refused_interactively_nothing_is_installed(venv: Venv) -> None:
 def test_unattended_the_agent_installs_nothing(venv: Venv) -> None:
     before = venv.config.read_text()
     done = venv.autogpt(*_run_args(venv, "--continuous"))
-    assert "was not installed: the user did not allow" in done.stdout + done.stderr
+    assert (
+        "was not installed: installing plugin 'weather' was not allowed"
+        in done.stdout + done.stderr
+    )
     assert "Install and enable plugin" not in done.stdout
     assert "autogpt_plugin_weather" not in venv.installed()
     assert venv.config.read_text() == before
@@ -283,7 +312,7 @@ def test_plugins_search_looks_the_index_up(venv: Venv, index: Path) -> None:
     assert "weather 1.0  Weather forecasts for the agent." in found.stdout
     assert "commands: forecast; autogpt plugins install " in found.stdout
     listed = json.loads(venv.autogpt("plugins", "search", "--json").stdout)
-    assert [row["id"] for row in listed] == ["weather"]
+    assert [row["id"] for row in listed] == ["weather", "greedy", "carrier"]
     assert venv.autogpt("plugins", "search", "zzz").stdout.startswith("No plugin of ")
     venv.config.write_text("plugins: {}\n")
     unset = venv.autogpt("plugins", "search", "weather")
@@ -317,3 +346,38 @@ def test_a_bad_index_entry_is_left_out_with_its_reason(tmp_path: Path) -> None:
     path.write_text("[]")
     with pytest.raises(Exception, match="is not an index"):
         read_index(str(path))
+
+
+@pytest.mark.slow
+def test_a_plugin_asking_for_more_than_the_index_showed_is_left_disabled(venv: Venv) -> None:
+    """The index shows greedy without permissions; its wheel declares shell. After the
+    user's yes to what was shown, it is installed but disabled, for good (it is on by
+    default, so only plugins.disable keeps it off)."""
+    code, screen, rest = venv.answer(
+        *_run_args(venv, plugin_id="greedy"), reply="y", question=b"[y/N/a(lways)] "
+    )
+    assert "asks for more than the index showed (permissions shell)" in rest
+    assert "autogpt_plugin_greedy" in venv.installed()
+    assert "greedy" in yaml.safe_load(venv.config.read_text())["plugins"]["disable"]
+    assert venv.plugins()["greedy"] == "disabled"
+
+
+@pytest.mark.slow
+def test_a_plugin_pip_brings_along_unshown_is_left_disabled(venv: Venv) -> None:
+    """carrier depends on the distribution of another plugin, hidden, which the user was
+    never shown: carrier is enabled, hidden is installed but disabled."""
+    code, screen, rest = venv.answer(
+        *_run_args(venv, plugin_id="carrier"), reply="y", question=b"[y/N/a(lways)] "
+    )
+    assert "hidden" not in screen
+    assert "left disabled: hidden" in rest
+    listed = venv.plugins()
+    assert (listed["carrier"], listed["hidden"]) == ("loaded", "disabled")
+
+
+def test_an_index_entry_that_is_a_pip_option_is_left_out(index: Path) -> None:
+    from autogpt_core.plugins._index import read_index
+
+    read = read_index(str(index / "index.json"))
+    assert "sneaky" not in [e.manifest.id for e in read.entries]
+    assert any("pip options are not accepted" in p for p in read.problems)

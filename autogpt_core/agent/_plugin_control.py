@@ -9,8 +9,12 @@ What it may do and when:
 - ``enable`` and ``install`` show the plugin's manifest (what ``autogpt plugins install``
   shows) and ask, every time, through the session's consent (the terminal's prompt, the
   server's HTTP approval), whatever ``permissions.grant`` says; unattended sessions are
-  refused without a question. The agent installs only what the index lists, and what it
-  installs is enabled only if its manifest asks for no more than the index showed.
+  refused without a question. The agent installs only what the index lists (a
+  requirement or a wheel, never a pip option) and the requirements its manifest names;
+  what it installs is enabled only if its manifest asks for no more than the index showed
+  (permissions, commands, required plugins, requirements). Any plugin pip brought with it
+  that was not shown is written to ``plugins.disable``, and so is everything new when the
+  installed plugin is refused.
 - A yes writes the config file, as ``autogpt plugins enable`` does, then loads the plugins
   anew (``Runtime.reload``): the session is offered the new commands from its next cycle.
 """
@@ -28,8 +32,13 @@ import trio
 from hookspecs import JSON, PluginControl
 
 from .._config import Config, set_plugin_state
-from ..plugins._index import IndexEntry, PluginIndex, ranked, read_index
-from ..plugins._install import consent_text, detect_environment, requirement_states
+from ..plugins._index import PluginIndex, ranked, read_index
+from ..plugins._install import (
+    consent_text,
+    detect_environment,
+    missing_requirements,
+    requirement_states,
+)
 from ..plugins._loader import BROKEN, LOADED, PluginRecord, PluginSet, scan
 from ..plugins._manifest import Manifest
 from ..plugins._setup import needs
@@ -112,7 +121,10 @@ class PluginControls:
                 )
             text = _consent(record, config, records, needed)
             if not await ask(f"Enable plugin {plugin_id!r}? {reason}".strip(), text):
-                raise PermissionError(f"the user did not allow enabling plugin {plugin_id!r}")
+                raise PermissionError(
+                    f"enabling plugin {plugin_id!r} was not allowed (the user said no, or the "
+                    "run is unattended and nobody could be asked)"
+                )
             return await self._turn_on(config, [plugin_id, *needed])
 
     async def _turn_on(self, config: Config, plugin_ids: list[str]) -> str:
@@ -158,6 +170,20 @@ class PluginControls:
                 raise LookupError(
                     f"plugin {plugin_id!r} is installed already: use enable_plugin instead"
                 )
+            dependencies = {
+                d: (
+                    "not installed: it cannot be enabled"
+                    if d not in records
+                    else ("enabled" if records[d].enabled else "disabled: enabled with it")
+                )
+                for d in entry.manifest.requires
+            }
+            missing = [d for d, state in dependencies.items() if state.startswith("not")]
+            if missing:
+                raise LookupError(
+                    f"plugin {plugin_id!r} requires {', '.join(missing)}, which is not "
+                    "installed; nothing was installed"
+                )
             text = consent_text(
                 entry.manifest,
                 distribution=entry.requirement,
@@ -165,33 +191,62 @@ class PluginControls:
                 grants=config.grants,
                 parameter_lines=_parameter_lines,
                 requirements=requirement_states(entry.manifest.requirements),
-                dependencies={},
+                dependencies=dependencies,
             )
             question = f"Install and enable plugin {plugin_id!r} ({entry.requirement})? {reason}"
             if not await ask(question.strip(), text):
-                raise PermissionError(f"the user did not allow installing plugin {plugin_id!r}")
-            await self._pip(entry)
-            records = {r.id: r for r in await trio.to_thread.run_sync(scan, config)}
-            installed = records.get(plugin_id)
-            if installed is None or installed.manifest is None:
-                raise RuntimeError(
-                    f"pip installed {entry.requirement}, but it holds no plugin {plugin_id!r}; "
-                    "nothing was enabled"
-                )
-            grown = _grown(entry.manifest, installed.manifest)
-            if grown:
                 raise PermissionError(
-                    f"the installed plugin {plugin_id!r} asks for more than the index showed "
-                    f"({grown}), so it was not enabled; the user may review it with "
-                    f"'autogpt plugins info {plugin_id}'"
+                    f"installing plugin {plugin_id!r} was not allowed (the user said no, or the "
+                    "run is unattended and nobody could be asked)"
                 )
-            return await self._turn_on(
-                config, [plugin_id, *_dependencies(installed.manifest, records)]
+            await self._pip([entry.requirement], entry.requirement)
+            after = {r.id: r for r in await trio.to_thread.run_sync(scan, config)}
+            # Whatever else pip brought (a dependency that is a plugin) was not shown: off.
+            arrived = sorted(set(after) - set(records))
+            installed = after.get(plugin_id)
+            problem = ""
+            if installed is None or installed.manifest is None:
+                problem = f"pip installed {entry.requirement}, but it holds no plugin {plugin_id!r}"
+            else:
+                grown = _grown(entry.manifest, installed.manifest)
+                if grown:
+                    problem = (
+                        f"the installed plugin {plugin_id!r} asks for more than the index "
+                        f"showed ({grown})"
+                    )
+            others = [p for p in arrived if p != plugin_id]
+            if problem or installed is None or installed.manifest is None:
+                await self._turn_off(config, arrived)
+                raise PermissionError(
+                    f"{problem}, so nothing was enabled: {', '.join(arrived) or 'nothing new'} "
+                    f"is disabled in {config.path}; the user may review it with "
+                    "'autogpt plugins info ID'"
+                )
+            if others:
+                await self._turn_off(config, others)
+            needs_pip = missing_requirements([installed.manifest])
+            if needs_pip:
+                await self._pip(needs_pip, f"the requirements of {plugin_id}")
+            turned_on = await self._turn_on(
+                attrs.evolve(config, disable=config.disable | frozenset(others)),
+                [plugin_id, *_dependencies(installed.manifest, after)],
+            )
+            if others:
+                turned_on += (
+                    f" Also installed with it, and left disabled: {', '.join(others)} (not "
+                    "shown to the user)."
+                )
+            return turned_on
+
+    async def _turn_off(self, config: Config, plugin_ids: list[str]) -> None:
+        if plugin_ids:
+            await trio.to_thread.run_sync(
+                lambda: set_plugin_state(config.path, plugin_ids, enabled=False)
             )
 
-    async def _pip(self, entry: IndexEntry) -> None:
+    async def _pip(self, specs: list[str], what: str) -> None:
         environment = detect_environment(Path(sys.prefix), sys.executable)
-        command = environment.install([entry.requirement])
+        command = environment.install(specs)
         if environment.managed:
             raise RuntimeError(
                 f"autogpt-core runs in an environment {environment.describe()} manages, "
@@ -203,7 +258,7 @@ class PluginControls:
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()[-5:]
             raise RuntimeError(
-                f"pip could not install {entry.requirement} (exit status {done.returncode}): "
+                f"pip could not install {what} (exit status {done.returncode}): "
                 + " / ".join(said)
                 + "; the config was not changed"
             )
@@ -271,12 +326,14 @@ def _parameter_lines(schema: Mapping[str, Any]) -> list[str]:
 
 
 def _grown(shown: Manifest, installed: Manifest) -> str:
-    """What ``installed`` declares beyond ``shown`` (permissions, commands), in words."""
-    permissions = sorted(set(installed.permissions) - set(shown.permissions))
-    commands = sorted({c.name for c in installed.commands} - {c.name for c in shown.commands})
-    parts = []
-    if permissions:
-        parts.append("permissions " + ", ".join(permissions))
-    if commands:
-        parts.append("commands " + ", ".join(commands))
-    return "; ".join(parts)
+    """What ``installed`` declares beyond ``shown`` (permissions, commands, command-line
+    commands, required plugins, requirements), in words."""
+    found = {
+        "permissions": set(installed.permissions) - set(shown.permissions),
+        "commands": {c.name for c in installed.commands} - {c.name for c in shown.commands},
+        "command-line commands": {c.name for c in installed.cli_commands}
+        - {c.name for c in shown.cli_commands},
+        "required plugins": set(installed.requires) - set(shown.requires),
+        "requirements": set(installed.requirements) - set(shown.requirements),
+    }
+    return "; ".join(f"{what} {', '.join(sorted(new))}" for what, new in found.items() if new)

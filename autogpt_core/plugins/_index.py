@@ -111,9 +111,11 @@ def read_index(location: str, *, timeout: float = 30.0) -> PluginIndex:
             problems.append(f"{where}: not an object with 'requirement' and 'manifest'")
             continue
         requirement = item.get("requirement")
-        if not isinstance(requirement, str) or not requirement.strip():
-            problems.append(f"{where}: 'requirement' must be a requirement or a wheel's path")
+        problem = _requirement_problem(requirement)
+        if problem:
+            problems.append(f"{where}: 'requirement' {problem}")
             continue
+        assert isinstance(requirement, str)
         try:
             manifest = validate_manifest(item.get("manifest"), source=f"{where}.manifest")
         except ManifestError as exc:
@@ -125,6 +127,26 @@ def read_index(location: str, *, timeout: float = 30.0) -> PluginIndex:
         seen.add(manifest.id)
         entries.append(IndexEntry(_resolved(requirement.strip(), base), manifest))
     return PluginIndex(location, tuple(entries), tuple(problems))
+
+
+def _requirement_problem(requirement: object) -> str:
+    """Why ``requirement`` is not something pip may be given from an index: a PEP 508
+    requirement, or a wheel's path or URL. Never a pip option (``-r FILE``,
+    ``--index-url``), never text with line breaks or control characters."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not isinstance(requirement, str) or not requirement.strip():
+        return "must be a requirement or a wheel's path or URL"
+    text = requirement.strip()
+    if text.startswith("-") or not text.isprintable():
+        return f"{text!r} is not a requirement or a wheel (pip options are not accepted)"
+    if text.lower().endswith(".whl") and " " not in text:
+        return ""
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        return f"{text!r} is not a requirement or a wheel ({exc})"
+    return ""
 
 
 def _is_url(location: str) -> bool:

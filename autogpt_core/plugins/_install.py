@@ -62,6 +62,8 @@ def permission_meaning(permission: str) -> str:
     if permission.startswith("secrets:"):
         name = permission.partition(":")[2]
         return PERMISSION_MEANINGS["secrets:NAME"].replace("NAME", name)
+    if permission.startswith("bridge:"):
+        return f"run the bridged commands of plugin {permission.partition(':')[2]} without asking"
     return PERMISSION_MEANINGS.get(permission, "(unknown permission)")
 
 
@@ -79,7 +81,18 @@ def plugin_specs(names: Iterable[str]) -> list[str]:
 
     specs = []
     for name in names:
+        if name.startswith("-") or not name.strip() or not name.isprintable():
+            # pip would read it as an option (--index-url=..., -r FILE): never from here.
+            raise ConfigError(
+                f"{name!r} is not a plugin name, a requirement or a path; pip options are "
+                "not passed on (run pip yourself for those)"
+            )
         if _looks_like_path(name):
+            if " @ " in name or not (Path(name).expanduser().exists() or _is_url(name)):
+                raise ConfigError(
+                    f"{name!r} looks like a path, but there is no such file or directory; "
+                    "give a plugin name (e.g. 'hello'), an existing path, or a wheel's URL"
+                )
             specs.append(name)
             continue
         try:
@@ -94,6 +107,10 @@ def plugin_specs(names: Iterable[str]) -> list[str]:
             requirement.name = f"{PLUGIN_PREFIX}{requirement.name}"
         specs.append(str(requirement))
     return specs
+
+
+def _is_url(name: str) -> bool:
+    return name.startswith(("https://", "http://", "file://")) and name.lower().endswith(_ARCHIVES)
 
 
 def _looks_like_path(name: str) -> bool:
@@ -345,7 +362,7 @@ def missing_requirements(manifests: Iterable[Manifest]) -> list[str]:
 def _plain(text: str) -> str:
     """Plugin-written text on one line, escapes visible: a description cannot add a line
     that looks like the core's ("permissions: none") or move the cursor."""
-    return printable(text, newlines=False)
+    return printable(" ".join(text.split()), newlines=False)
 
 
 def consent_text(
