@@ -280,6 +280,16 @@ def test_upgrade_with_yes_keeps_it_enabled(venv: Venv) -> None:
     assert "upgrade autogpt-core itself" in builtin.stderr
 
 
+def test_a_plugin_installed_from_a_file_is_not_upgraded_by_name(venv: Venv, wheels: Path) -> None:
+    """A plugin installed from a wheel file is not replaced by a release of its name."""
+    (wheel,) = wheels.glob("autogpt_plugin_notes-1.0-*.whl")
+    assert venv.autogpt("plugins", "install", "--yes", str(wheel)).returncode == 0
+    done = venv.autogpt("plugins", "upgrade", "--yes", "notes")
+    assert done.returncode == 2
+    assert "was installed from file://" in done.stderr
+    assert venv.installed()["autogpt_plugin_notes"] == "1.0"
+
+
 def test_in_a_pipx_environment_pip_is_not_run(tmp_path: Path, wheels: Path) -> None:
     """Under pipx, install names 'pipx inject' and runs no pip (pip could have installed
     it: the wheel is right there); once pipx put it in, install reviews it and asks."""

@@ -877,6 +877,14 @@ class Lifecycle:
                 "would replace it with a release from the package index; reinstall it from "
                 f"there instead: autogpt plugins install {shlex.quote(str(origin.directory))}"
             )
+        if origin is not None:
+            # A wheel or archive given by path or URL: a release of the same name from the
+            # package index could be someone else's.
+            raise ConfigError(
+                f"{dist} was installed from {origin.url}, not from the package index: "
+                "upgrading it by name could replace it with another distribution of that "
+                "name; install the new version's file instead: autogpt plugins install FILE"
+            )
         config = self._config()
         snapshot = ConfigSnapshot.take(config.path)
         with snapshot.restored_on_failure():
