@@ -24,7 +24,7 @@ import yaml
 from ._errors import ConfigError
 from ._files import write_atomically
 from .plugins import _yaml as strict_yaml
-from .plugins._permissions import PERMISSION, PERMISSION_NAMES
+from .plugins._permissions import GRANT_NAMES, PERMISSION
 
 APP_NAME = "autogpt"
 # Read on every command, like manifests: bounded, and without YAML aliases.
@@ -55,7 +55,7 @@ PLUGIN_ID = Items(
     "plugin ids are lower case letters, digits, '-' and '_', starting with a letter; "
     "'autogpt plugins list --all' shows them",
 )
-PERMISSION_ITEM = Items("permission", PERMISSION, f"use {PERMISSION_NAMES}")
+PERMISSION_ITEM = Items("permission", PERMISSION, f"use {GRANT_NAMES}")
 TOKEN_NAME = Items(
     "token name",
     re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"),

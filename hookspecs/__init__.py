@@ -49,9 +49,12 @@ from ._types import PluginControl as PluginControl
 from ._types import PluginSettings as PluginSettings
 from ._types import PromptBuilder as PromptBuilder
 from ._types import ProviderOptions as ProviderOptions
+from ._types import ReadSecret as ReadSecret
+from ._types import RegisterBridgedCommand as RegisterBridgedCommand
 from ._types import RegisterCLICommand as RegisterCLICommand
 from ._types import RegisterCommand as RegisterCommand
 from ._types import RegisterLLMProvider as RegisterLLMProvider
+from ._types import ReportUnmapped as ReportUnmapped
 from ._types import Role as Role
 from ._types import RuntimeView as RuntimeView
 from ._types import SessionOutcome as SessionOutcome
@@ -100,9 +103,12 @@ __all__ = [
     "PluginSettings",
     "PromptBuilder",
     "ProviderOptions",
+    "ReadSecret",
+    "RegisterBridgedCommand",
     "RegisterCLICommand",
     "RegisterCommand",
     "RegisterLLMProvider",
+    "ReportUnmapped",
     "Role",
     "RuntimeView",
     "SessionOutcome",

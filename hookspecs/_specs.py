@@ -10,10 +10,10 @@ The core awaits them with pluggy's order: wrappers outside the rest; ``tryfirst`
 ``trylast`` groups; within a group, the plugin registered last is called first. For
 ``firstresult`` hooks the first *awaited* value that is not ``None`` wins.
 
-*Per-plugin* hooks (``configure``, ``register_commands``, ``register_llm_providers``,
-``register_cli_commands``) are called once for each plugin with arguments bound to that
-plugin: its own settings, and a ``register`` that checks what it registers against its own
-manifest.
+*Per-plugin* hooks (``configure``, ``register_commands``, ``register_bridged_commands``,
+``register_llm_providers``, ``register_cli_commands``) are called once for each plugin with
+arguments bound to that plugin: its own settings, and a ``register`` that checks what it
+registers against its own manifest.
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ from ._types import (
     PlanReview,
     PluginSettings,
     PromptBuilder,
+    ReadSecret,
+    RegisterBridgedCommand,
     RegisterCLICommand,
     RegisterCommand,
     RegisterLLMProvider,
+    ReportUnmapped,
     RuntimeView,
     SessionOutcome,
     SessionView,
@@ -101,6 +104,31 @@ def register_commands(register: RegisterCommand) -> None:
     Anything else is refused with a ``RegistrationError`` naming your plugin. The function
     may be sync, ``async def``, or marked ``hookspecs.blocking``; it returns a string, a
     ``CommandResult``, or any JSON value.
+    """
+
+
+@hookspec
+def register_bridged_commands(
+    register: RegisterBridgedCommand,
+    settings: PluginSettings,
+    unmapped: ReportUnmapped,
+    secret: ReadSecret,
+) -> None:
+    """Per plugin, sync only: a bridge registers the commands it makes from its configuration.
+
+    Called once at load, after ``configure`` and ``register_commands``, for a plugin whose
+    manifest has ``capabilities.bridged`` (for another plugin, calling ``register`` is a
+    ``RegistrationError``). ``settings`` are the plugin's (what ``configure`` received):
+    the configuration to bridge. Call ``register(name, function, description=...,
+    parameters=..., permissions=...)`` per command (see ``RegisterBridgedCommand``): the name
+    is ``PREFIX.NAME`` with ``PREFIX`` a key of the setting ``capabilities.bridged.
+    prefixes_from`` names. A command the core refuses (a bad schema, a permission the
+    manifest does not allow, a clash) is skipped with the reason; the others are kept.
+    Report what you could not map with ``unmapped(what, reason)``; read a secret the user
+    named in your configuration (an ``env`` value) with ``secret(ENV_NAME)``, which the core
+    then masks. Every bridged command needs ``bridge:PLUGIN_ID`` besides its permissions:
+    each call is asked of the user unless they grant it, and refused in continuous mode.
+    The return value is ignored.
     """
 
 

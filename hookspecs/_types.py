@@ -511,6 +511,43 @@ RegisterCommand = Callable[[str, CommandFunction], None]
 RegisterLLMProvider = Callable[[str, LLMProviderFactory], None]
 
 
+class RegisterBridgedCommand(Protocol):
+    """What ``register_bridged_commands`` calls once per command it makes at run time::
+
+        register(name, function, *, description, parameters=None, permissions=()) -> bool
+
+    ``name`` is ``PREFIX.NAME``: ``PREFIX`` a key of the setting the manifest's
+    ``capabilities.bridged.prefixes_from`` names (a bridge's configured service, server,
+    ...), ``NAME`` the operation or tool (letters, digits, ``_``, ``-``; dots nest).
+    ``parameters`` is the JSON Schema of the arguments (type ``object``), checked like a
+    declared command's; ``permissions`` must be among ``capabilities.bridged.permissions``.
+    The core adds ``bridge:PLUGIN_ID``, so every call is asked of the user unless they
+    grant it. Returns ``True`` when registered; ``False`` when refused, the reason
+    reported (``autogpt plugins check`` lists it) and the other commands kept.
+    """
+
+    def __call__(
+        self,
+        name: str,
+        function: CommandFunction,
+        *,
+        description: str,
+        parameters: Mapping[str, JSON] | None = None,
+        permissions: tuple[str, ...] | list[str] = (),
+    ) -> bool: ...
+
+
+ReportUnmapped = Callable[[str, str], None]
+"""``unmapped(what, reason)``: something of a bridge's configuration that did not become a
+command (an operation without ``operationId``, an unsupported auth scheme), and why.
+``autogpt plugins check`` and ``autogpt plugins info`` list it."""
+
+ReadSecret = Callable[[str], "str | None"]
+"""``secret(ENV_NAME)``: the value of the environment variable ``ENV_NAME`` (``None`` when
+unset), which the core then masks everywhere as a secret. Only a name the plugin's bridged
+configuration gives as an ``env`` value may be read; another is a ``RegistrationError``."""
+
+
 @attrs.frozen
 class CLIContext:
     """Passed to a command-line handler (``register_cli_commands``) that declares a ``ctx``

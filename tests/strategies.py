@@ -752,7 +752,11 @@ _not_plugin_ids = st.one_of(
 )
 _not_permissions = st.one_of(
     _texts.filter(
-        lambda s: s not in _PERMISSIONS and not re.fullmatch(r"secrets:[A-Za-z_]\w*", s, re.A)
+        lambda s: (
+            s not in _PERMISSIONS
+            and not re.fullmatch(r"secrets:[A-Za-z_]\w*", s, re.A)
+            and not re.fullmatch(r"bridge:[a-z][a-z0-9_-]{0,63}", s)
+        )
     ),
     st.integers(),
     st.none(),
@@ -947,3 +951,123 @@ def replace_in_json(data: object, path: list[int], replacement: object) -> objec
         return {**data, key: replace_in_json(data[key], path[1:], replacement)}
     i = path[0] % len(data)
     return [*data[:i], replace_in_json(data[i], path[1:], replacement), *data[i + 1 :]]
+
+
+# --- OpenAPI documents (tests/test_plugin_openapi.py) --------------------------------------
+
+#: Schemas a generated document's components hold: plain, recursive through a property,
+#: referring to itself in place, of a type JSON Schema does not know, OpenAPI 3.0-only.
+OPENAPI_COMPONENTS = {
+    "Plain": {"type": "object", "properties": {"name": {"type": "string"}}},
+    "Tree": {"type": "object", "properties": {"child": {"$ref": "#/components/schemas/Tree"}}},
+    "Self": {"$ref": "#/components/schemas/Self"},
+    "Strange": {"type": "strange"},
+    "Nullable": {"type": "integer", "nullable": True, "minimum": 0, "exclusiveMinimum": True},
+    "BadPattern": {"type": "string", "pattern": "(unclosed"},
+}
+
+_openapi_schemas = st.recursive(
+    st.sampled_from(
+        [
+            {},
+            True,
+            {"type": "string"},
+            {"type": "integer", "minimum": 1},
+            {"type": ["string", "null"]},
+            {"$ref": "#/components/schemas/Plain"},
+            {"$ref": "#/components/schemas/Tree"},
+            {"$ref": "#/components/schemas/Self"},
+            {"$ref": "#/components/schemas/Strange"},
+            {"$ref": "#/components/schemas/Nullable"},
+            {"$ref": "#/components/schemas/BadPattern"},
+            {"$ref": "#/components/schemas/Missing"},
+            {"$ref": "other.yaml#/Pet"},
+            {"$ref": "#/paths"},
+            "not a schema",
+        ]
+    ),
+    lambda inner: (
+        st.builds(
+            lambda p: {"type": "object", "properties": p},
+            st.dictionaries(st.sampled_from(["a", "b", "$ref"]), inner, max_size=2),
+        )
+        | st.builds(lambda i: {"type": "array", "items": i}, inner)
+        | st.builds(lambda xs: {"anyOf": xs}, st.lists(inner, max_size=2))
+    ),
+    max_leaves=6,
+)
+
+_openapi_parameters = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(
+            ["id", "q", "page", "limit", "X-Trace", "body", "ctx", "Accept", ""]
+        ),
+        "in": st.sampled_from(["query", "query", "query", "header", "path", "cookie", "nowhere"]),
+    },
+    optional={
+        "schema": _openapi_schemas,
+        "required": st.booleans(),
+        "description": st.text(max_size=5),
+    },
+)
+
+_openapi_operations = st.fixed_dictionaries(
+    {
+        "responses": st.just({}),
+        # Mostly usable names, a duplicate, and a few that cannot be one.
+        "operationId": st.sampled_from(
+            ["getThing", "listThings", "putThing", "a.b", "get thing", "x" * 80, "", 3, None]
+        ),
+    },
+    optional={
+        "summary": st.text(max_size=10),
+        "parameters": st.lists(_openapi_parameters, max_size=2) | st.just("nope"),
+        "requestBody": st.one_of(
+            st.builds(
+                lambda kind, schema, required: {
+                    "content": {kind: {"schema": schema}},
+                    "required": required,
+                },
+                st.sampled_from(
+                    [
+                        "application/json",
+                        "application/vnd.x+json",
+                        "multipart/form-data",
+                        "text/plain",
+                    ]
+                ),
+                _openapi_schemas,
+                st.booleans(),
+            ),
+            st.just({"$ref": "#/components/requestBodies/Missing"}),
+            st.just({"content": {}}),
+        ),
+        "security": st.sampled_from(
+            [[], [{}], [{"token": []}], [{"oauth": []}], [{"cookie": []}], "x"]
+        ),
+        "callbacks": st.just({"later": {}}),
+    },
+)
+
+
+@st.composite
+def openapi_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """An OpenAPI 3 document of a few paths and operations, sound or not in every part."""
+    paths: dict[str, Any] = {}
+    for i in range(draw(st.integers(1, 4))):
+        template = draw(st.sampled_from(["/things", "/things", "/things/{id}", "/a/{id}/{q}"]))
+        methods = draw(st.lists(st.sampled_from(["get", "post", "put"]), unique=True, min_size=1))
+        paths[f"/{i}{template}"] = {m: draw(_openapi_operations) for m in methods}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "generated", "version": "1"},
+        "paths": paths,
+        "components": {
+            "schemas": OPENAPI_COMPONENTS,
+            "securitySchemes": {
+                "token": {"type": "http", "scheme": "bearer"},
+                "oauth": {"type": "oauth2"},
+                "cookie": {"type": "apiKey", "in": "cookie", "name": "s"},
+            },
+        },
+    }

@@ -275,3 +275,70 @@ def test_schemas_the_manifest_accepts_always_validate_cleanly(
     except CommandArgumentsError as exc:
         message = str(exc)
     assert message == "" or "got invalid arguments" in message
+
+
+# --- bridged commands (register_bridged_commands) -----------------------------------------
+
+
+def _bridge(permissions: tuple[str, ...] = ("network",)) -> Manifest:
+    from autogpt_core.plugins._manifest import BridgedDecl
+
+    return Manifest(
+        id="bridge",
+        name="Bridge",
+        version="1",
+        permissions=("network", "shell"),
+        bridged=BridgedDecl(prefixes_from="services", permissions=permissions),
+        source="bridge.yaml",
+    )
+
+
+async def _bridged_call(**arguments: Any) -> str:
+    return "called"
+
+
+def test_bridged_commands_are_checked_one_by_one() -> None:
+    """A bridged command with a bad schema, a permission beyond capabilities.bridged, an
+    unconfigured prefix or too long a tool name is skipped with a reason naming the plugin
+    and the command; the good one is kept, needing bridge:ID besides its permissions."""
+    registry = CommandRegistry()
+    skipped: list[tuple[str, str]] = []
+    register = registry.bridge_binder(_bridge(), ["svc"], lambda n, r: skipped.append((n, r)))
+    good = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
+    assert register("svc.getThing", _bridged_call, description="Get.", parameters=good)
+    bad = {"type": "object", "properties": {"id": {"type": "strange"}}}
+    assert not register("svc.bad", _bridged_call, description="Bad.", parameters=bad)
+    assert not register("svc.sh", _bridged_call, description="Sh.", permissions=["shell"])
+    assert not register("other.x", _bridged_call, description="X.")
+    assert not register("svc." + "x" * 70, _bridged_call, description="Long.")
+    assert not register("nodot", _bridged_call, description="No prefix.")
+    reasons = dict(skipped)
+    assert "plugin 'bridge': bridged command 'svc.bad' has invalid parameters" in reasons["svc.bad"]
+    assert "parameters.properties.id.type" in reasons["svc.bad"]
+    assert "needs shell, which capabilities.bridged.permissions does not allow" in reasons["svc.sh"]
+    assert "prefix 'other' is not a key of the setting 'services'" in reasons["other.x"]
+    assert "longer than the 64 characters" in reasons["svc." + "x" * 70]
+    assert "is not named PREFIX.NAME" in reasons["nodot"]
+    assert [c.name for c in registry] == ["svc.getThing"]
+    command = registry.get("svc.getThing")
+    assert command.bridged
+    assert command.decl.permissions == ("bridge:bridge",)
+    assert registry.get("svc__getThing") is command
+    assert [t.name for t in registry.tool_specs()] == ["svc__getThing"]
+
+
+def test_bridged_names_may_not_take_another_command() -> None:
+    """A bridged command whose name or tool name another command has is skipped."""
+    registry = CommandRegistry()
+    registry.binder(_manifest(name="svc__get", aliases=()))("svc__get", echo)
+    skipped: list[tuple[str, str]] = []
+    register = registry.bridge_binder(_bridge(), ["svc"], lambda n, r: skipped.append((n, r)))
+    assert not register("svc.get", _bridged_call, description="Get.")
+    assert "'svc__get' is already a command of plugin 'p'" in skipped[0][1]
+
+
+def test_only_a_bridge_registers_bridged_commands() -> None:
+    """A plugin whose manifest has no capabilities.bridged cannot register bridged commands."""
+    register = CommandRegistry().bridge_binder(_manifest(), ["svc"], lambda n, r: None)
+    with pytest.raises(RegistrationError, match="has no capabilities.bridged"):
+        register("svc.get", _bridged_call, description="Get.")

@@ -123,11 +123,15 @@ def test_every_block_has_a_kind_this_test_runs(block: Block) -> None:
 
 @pytest.mark.parametrize("block", of("yaml"))
 def test_yaml_examples_validate(block: Block) -> None:
-    """Config examples (configuration.md, server.md) parse with the config loader (their
-    plugins and settings are real); every other YAML block is a manifest, or a fragment of
-    one, that validates."""
+    """Config examples (configuration.md, server.md, and bridges.md's) parse with the config
+    loader (their plugins and settings are real); every other YAML block is a manifest, or a
+    fragment of one, that validates."""
     data = yaml.safe_load(block.code)
-    if block.doc in ("configuration.md", "server.md"):
+    # bridges.md holds a manifest fragment and a config file: the config is the one
+    # with a 'plugins' section.
+    if block.doc in ("configuration.md", "server.md") or (
+        block.doc == "bridges.md" and "plugins" in data
+    ):
         config = parse_config(data, path=Path(block.id))
         manifests = builtin_manifests()
         named = config.enable | config.disable | set(config.plugin_settings)

@@ -138,6 +138,14 @@ def arguments(tmp_path: Path) -> dict[str, dict[str, object]]:
         "session_end": {"session": session, "outcome": SessionOutcome("finished", "42", 2)},
         "configure": {"settings": PluginSettings("example", {"greeting": "Hi"}, data_dir=tmp_path)},
         "register_commands": {"register": None},  # filled in by the test
+        "register_bridged_commands": {
+            "register": None,
+            "settings": PluginSettings(
+                "example", {"people": {"ada": {"greeting": "Hello"}, "bob": {}}}
+            ),
+            "unmapped": None,
+            "secret": None,
+        },
         "register_llm_providers": {"register": None},
         "register_cli_commands": {"register": None},
         "build_prompt": {"session": session, "prompt": PromptBuilder(goal=session.goal)},
@@ -204,6 +212,12 @@ async def test_example_runs_through_pluggy(
         kwargs = arguments(tmp_path)[caller.name]
         if caller.name == "register_cli_commands":
             kwargs["register"] = register_cli
+        elif caller.name == "register_bridged_commands":
+            kwargs["register"] = lambda name, function, **options: registered.update(
+                {name: (function, options)}
+            )
+            kwargs["unmapped"] = lambda what, reason: registered.update({f"! {what}": reason})
+            kwargs["secret"] = lambda name: None
         elif "register" in kwargs:
             kwargs["register"] = registered.__setitem__
         result = caller(**kwargs)
@@ -227,6 +241,12 @@ async def test_example_runs_through_pluggy(
             ask_user=nobody,
         )
         assert registered["word_count"](path="a.txt", ctx=ctx).output == "a.txt has 3 words"
+    if section == "register_bridged_commands":
+        assert set(registered) == {"ada.greet", "! bob"}
+        function, options = registered["ada.greet"]
+        assert function(name="Grace") == "Hello, Grace!"
+        assert options["parameters"]["required"] == ["name"]
+        assert registered["! bob"] == "it has no 'greeting' text"
     if section == "register_cli_commands":
         assert set(registered) == {"word-count"}
         (tmp_path / "a.txt").write_text("one two three")

@@ -476,3 +476,31 @@ def test_enabled_by_default_is_a_boolean_or_store_kinds(value: str) -> None:
     kinds = parse_manifest(text.replace(value, "[postgresql]"))
     assert (kinds.default_on("postgresql"), kinds.default_on("sqlite")) == (True, False)
     assert parse_manifest(text.replace(value, "true")).default_on("postgresql") is True
+
+
+def test_bridged_capability_is_bounded() -> None:
+    """capabilities.bridged names an object setting, and its permissions are the plugin's."""
+    data = {
+        **valid_manifest_dict(),
+        "permissions": ["network"],
+        "capabilities": {"bridged": {"prefixes_from": "services", "permissions": ["shell"]}},
+        "config": {"settings": {"services": {"type": "string"}}},
+    }
+    with pytest.raises(ManifestError) as caught:
+        validate_manifest(data)
+    text = str(caught.value)
+    assert "capabilities.bridged.permissions[0]: permission 'shell' is not in" in text
+    assert "capabilities.bridged.prefixes_from: 'services' is not a setting of type" in text
+    data["capabilities"]["bridged"]["permissions"] = ["network"]
+    data["config"]["settings"]["services"]["type"] = "object"
+    manifest = validate_manifest(data)
+    assert manifest.bridged is not None
+    assert manifest.bridged.permissions == ("network",)
+    assert Manifest.from_json(json.loads(json.dumps(manifest.to_json()))) == manifest
+
+
+def test_each_missing_field_is_reported_once() -> None:
+    with pytest.raises(ManifestError) as info:
+        validate_manifest({"id": "bad"})
+    lines = str(info.value).splitlines()
+    assert len(lines) == len(set(lines)) == 3

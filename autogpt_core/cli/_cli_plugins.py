@@ -200,6 +200,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     records = scan(config)
     record = _find(records, args.plugin_id)
     hooks: list[str] | None = None
+    bridged: list[Any] = []
     if record.enabled and record.status != BROKEN:
         plugins = _load(args, config)
         record = plugins.records[record.id]
@@ -207,6 +208,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             hooks = sorted(
                 caller.name for caller in plugins.pm.get_hookcallers(record.plugin) or []
             )
+            # A bridge's commands exist only once it is loaded: from its configuration.
+            bridged = [c for c in plugins.commands if c.bridged and c.plugin_id == record.id]
     info = _row(record)
     manifest = record.manifest
     if manifest is not None:
@@ -254,6 +257,25 @@ def cmd_info(args: argparse.Namespace) -> int:
             ],
             requirements=requirements,
         )
+        if manifest.bridged is not None:
+            info.update(
+                bridged={
+                    "prefixes_from": manifest.bridged.prefixes_from,
+                    "permissions": list(manifest.bridged.permissions),
+                    "commands": [
+                        {
+                            "name": c.name,
+                            "tool": c.tool_name,
+                            "description": c.decl.description,
+                            "permissions": list(c.decl.permissions),
+                            "parameters": _parameters(c.decl.parameters),
+                            "parameters_schema": c.decl.parameters,
+                        }
+                        for c in sorted(bridged, key=lambda c: c.name)
+                    ],
+                    "unmapped": [{"what": w, "reason": r} for w, r in record.unmapped],
+                }
+            )
     info["hooks"] = hooks
     if args.json:
         _say(json.dumps(info, indent=2, default=str))
@@ -278,6 +300,24 @@ def cmd_info(args: argparse.Namespace) -> int:
             _say(f"  command {c['name']}{alias}{perms}: {c['description']}")
             for param in c["parameters"]:
                 _say("    " + printable(_parameter_line(param), newlines=False))
+        if "bridged" in info:
+            b = info["bridged"]
+            _say(
+                f"  bridged: commands from plugins.settings.{record.id}.{b['prefixes_from']}, "
+                f"needing at most {', '.join(b['permissions']) or 'nothing'} and bridge:{record.id}"
+            )
+            if hooks is None:
+                _say("    (bridged commands are listed once the plugin is enabled and loads)")
+            for c in b["commands"]:
+                perms = f" [needs {', '.join(c['permissions'])}]"
+                line = (
+                    f"  bridged command {c['name']} (tool {c['tool']}){perms}: {c['description']}"
+                )
+                _say(printable(line, newlines=False))
+                for param in c["parameters"]:
+                    _say("    " + printable(_parameter_line(param), newlines=False))
+            for u in b["unmapped"]:
+                _say(printable(f"  not mapped: {u['what']}: {u['reason']}", newlines=False))
         for s in info["settings"]:
             env = f" (env ${s['env']})" if s["env"] else ""
             secret = " [secret]" if s["secret"] else ""
@@ -476,6 +516,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     for plugin_id in sorted(set(config.plugin_settings) - set(env_only)):
         problems.append(f"config: settings for {plugin_id!r}, which is not installed")
     loaded = len(plugins.loaded)
+    # What a bridge could not map is not a broken plugin (its other commands work), but it
+    # is never dropped silently: each is listed, with the reason.
+    for record in sorted(plugins.records.values(), key=lambda r: r.id):
+        for what, reason in record.unmapped:
+            _say(f"! {record.id}: not mapped: {what}: {reason}")
     if problems:
         for problem in problems:
             _say(f"✗ {problem}")

@@ -5,6 +5,11 @@ A plugin registers the functions behind the commands its manifest declares, thro
 registration against the manifest (name declared, parameters matching the JSON Schema),
 owns aliases, turns commands into tools for the model, validates arguments and invokes
 the function the way its kind requires (inline, awaited, or in a worker thread).
+
+A bridge (a manifest with ``capabilities.bridged``) registers commands it makes at run time
+through ``bridge_binder``: named ``PREFIX.NAME``, each checked like a declared one, needing
+``bridge:PLUGIN_ID`` besides its own permissions; one that fails a check is skipped with the
+reason and the others are kept.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ import contextlib
 import difflib
 import inspect
 import json
+import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +33,7 @@ from hookspecs import (
     CommandContext,
     CommandFunction,
     CommandResult,
+    RegisterBridgedCommand,
     RegisterCommand,
     ToolSpec,
 )
@@ -37,12 +44,20 @@ from .._errors import (
     RegistrationError,
     UnknownCommandError,
 )
-from ._manifest import CommandDecl, Manifest, schema_registry
+from ._manifest import CommandDecl, Manifest, parameter_issues, schema_registry
+from ._permissions import bridge_permission
 
 #: Seconds that validating one call's arguments may take before it is abandoned. Real
 #: validations take milliseconds; this bounds how long a catastrophic ``pattern`` can hold
 #: the event loop (see ``_abandon_after``).
 VALIDATION_DEADLINE = 1.0
+
+#: A bridged command's name: the prefix (a key of the bridge's configuration), then the
+#: operation or tool, dot-separated (``petstore.listPets``).
+BRIDGED_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}(?:\.[A-Za-z0-9_-]{1,128}){1,4}")
+#: What a tool name may be (OpenAI's function names: ``^[a-zA-Z0-9_-]{1,64}$``): a dot is
+#: not allowed, so a bridged command's tool name writes each dot as ``__``.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class _Abandoned(BaseException):
@@ -133,6 +148,8 @@ class RegisteredCommand:
     kind: str  # "sync" | "async" | "blocking"
     wants_ctx: bool
     validator: Any = attrs.field(repr=False, eq=False)
+    #: Registered at run time by a bridge (``register_bridged_commands``).
+    bridged: bool = False
     # Only a regex (which can backtrack for hours) or uniqueItems (quadratic over
     # unhashable items) can make validation slow: a schema with neither needs no deadline
     # (and no interval timer, two signal handlers and their restoring on every call).
@@ -146,6 +163,12 @@ class RegisteredCommand:
     @property
     def name(self) -> str:
         return self.decl.name
+
+    @property
+    def tool_name(self) -> str:
+        """The name the model calls it by: the name, with each dot written ``__`` (tool
+        names may not hold dots). The registry answers to both."""
+        return self.decl.name.replace(".", "__")
 
     def validate(self, arguments: Mapping[str, Any]) -> None:
         """Raise ``CommandArgumentsError`` listing every way ``arguments`` miss the schema.
@@ -271,6 +294,136 @@ class CommandRegistry:
 
         return register
 
+    def bridge_binder(
+        self, manifest: Manifest, prefixes: Collection[str], skipped: Callable[[str, str], None]
+    ) -> RegisterBridgedCommand:
+        """The ``register`` given to ``manifest``'s ``register_bridged_commands``.
+
+        ``prefixes`` are what a name may start with (the keys of the bridge's configured
+        setting); ``skipped(name, reason)`` hears of each command refused, which is then
+        left out while the others are kept. A plugin without ``capabilities.bridged`` may
+        not register any: that is a ``RegistrationError``, as for an undeclared command.
+        """
+
+        def register(
+            name: str,
+            function: CommandFunction,
+            *,
+            description: str,
+            parameters: Mapping[str, Any] | None = None,
+            permissions: tuple[str, ...] | list[str] = (),
+        ) -> bool:
+            if manifest.bridged is None:
+                raise RegistrationError(
+                    manifest.id,
+                    f"plugin {manifest.id!r} registered bridged command {name!r}, but its "
+                    "manifest has no capabilities.bridged; add it (see docs/bridges.md) in "
+                    f"{manifest.source or 'its manifest'}",
+                )
+            try:
+                self._register_bridged(
+                    manifest, prefixes, name, function, description, parameters, permissions
+                )
+            except RegistrationError as exc:
+                skipped(str(name), str(exc))
+                return False
+            return True
+
+        return register
+
+    def _register_bridged(
+        self,
+        manifest: Manifest,
+        prefixes: Collection[str],
+        name: str,
+        function: CommandFunction,
+        description: str,
+        parameters: Mapping[str, Any] | None,
+        permissions: tuple[str, ...] | list[str],
+    ) -> None:
+        plugin = manifest.id
+        assert manifest.bridged is not None
+        what = f"plugin {plugin!r}: bridged command {name!r}"
+        if not isinstance(name, str) or not BRIDGED_NAME.fullmatch(name):
+            raise RegistrationError(
+                plugin,
+                f"{what} is not named PREFIX.NAME (letters, digits, '_' and '-', dot-separated: "
+                "e.g. 'petstore.listPets'); rename it",
+            )
+        prefix = name.partition(".")[0]
+        if prefix not in prefixes:
+            known = ", ".join(sorted(prefixes)) or "none"
+            raise RegistrationError(
+                plugin,
+                f"{what}: its prefix {prefix!r} is not a key of the setting "
+                f"{manifest.bridged.prefixes_from!r} (configured: {known}); name it after one",
+            )
+        tool = name.replace(".", "__")
+        if not TOOL_NAME.fullmatch(tool):
+            raise RegistrationError(
+                plugin,
+                f"{what}: its tool name {tool!r} is longer than the 64 characters a model "
+                "accepts; shorten the prefix or the operation's name",
+            )
+        if not isinstance(description, str) or not description.strip():
+            raise RegistrationError(plugin, f"{what} has no description; give it one")
+        params = {"type": "object", "properties": {}} if parameters is None else parameters
+        if not isinstance(params, Mapping):
+            raise RegistrationError(plugin, f"{what}: its parameters are not a JSON Schema object")
+        try:
+            params = json.loads(json.dumps(params))  # a JSON value, owned by the core
+            issues = parameter_issues(params, "parameters", f"plugin {plugin!r}")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise RegistrationError(
+                plugin, f"{what}: its parameters are not a usable JSON Schema ({exc})"
+            ) from None
+        if issues:
+            problems = "; ".join(f"{i.field}: {i.problem} (fix: {i.fix})" for i in issues)
+            raise RegistrationError(plugin, f"{what} has invalid parameters: {problems}")
+        allowed = manifest.bridged.permissions
+        wanted = tuple(str(p) for p in permissions)
+        beyond = [p for p in wanted if p not in allowed]
+        if beyond:
+            raise RegistrationError(
+                plugin,
+                f"{what} needs {', '.join(beyond)}, which capabilities.bridged.permissions "
+                f"does not allow (allowed: {', '.join(allowed) or 'none'})",
+            )
+        if not callable(function):
+            raise RegistrationError(
+                plugin, f"{what} was registered with {function!r}, not a function"
+            )
+        decl = CommandDecl(
+            name=name,
+            description=description.strip(),
+            parameters=params,
+            permissions=(*dict.fromkeys(wanted), bridge_permission(plugin)),
+        )
+        for key in dict.fromkeys((name, tool)):
+            other = self._names.get(key)
+            if other is not None:
+                raise RegistrationError(
+                    plugin,
+                    f"{what}: {key!r} is already a command of plugin {other.plugin_id!r}; "
+                    "rename the configuration entry (the prefix)",
+                )
+        wants_ctx = _check_signature(plugin, decl, function)
+        from jsonschema import Draft202012Validator
+
+        command = RegisteredCommand(
+            plugin_id=plugin,
+            decl=decl,
+            function=function,
+            kind=_kind(function),
+            wants_ctx=wants_ctx,
+            validator=Draft202012Validator(params, registry=schema_registry()),
+            bridged=True,
+        )
+        self._commands[name] = command
+        for key in (name, tool):
+            self._names[key] = command
+        self._tools = None
+
     def _register(self, manifest: Manifest, name: str, function: CommandFunction) -> None:
         plugin = manifest.id
         decls = {c.name: c for c in manifest.commands}
@@ -346,7 +499,7 @@ class CommandRegistry:
         if self._tools is None:
             self._tools = tuple(
                 ToolSpec(
-                    name=c.name,
+                    name=c.tool_name,
                     description=c.decl.description
                     + (f" (aliases: {', '.join(c.decl.aliases)})" if c.decl.aliases else ""),
                     parameters=c.decl.parameters,

@@ -63,6 +63,9 @@ class PluginRecord:
     reason: str = ""
     plugin: object = attrs.field(default=None, repr=False)
     settings: PluginSettings | None = None
+    #: What a bridge could not make into commands at load: ``(what, reason)`` pairs, its
+    #: own (``unmapped``) and the core's (a bridged command refused by a check).
+    unmapped: list[tuple[str, str]] = attrs.field(factory=list)
 
     @property
     def builtin(self) -> bool:
@@ -444,6 +447,13 @@ def load(
                 _call_per_plugin(pm, plugin, "configure", settings=settings)
                 fresh.add(plugin_id)
             _call_per_plugin(pm, plugin, "register_commands", register=commands.binder(manifest))
+            record.unmapped = []
+            _call_per_plugin(
+                pm,
+                plugin,
+                "register_bridged_commands",
+                **_bridge_arguments(record, manifest, settings, commands, secrets, environ),
+            )
             _call_per_plugin(
                 pm,
                 plugin,
@@ -471,6 +481,76 @@ def load(
         secrets=secrets,
         fresh=frozenset(fresh),
     )
+
+
+def _bridge_arguments(
+    record: PluginRecord,
+    manifest: Manifest,
+    settings: PluginSettings,
+    commands: CommandRegistry,
+    secrets: list[str],
+    environ: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """``register``, ``unmapped`` and ``secret`` for one plugin's ``register_bridged_commands``."""
+    plugin_id = manifest.id
+    configured = (
+        settings.values.get(manifest.bridged.prefixes_from)
+        if manifest.bridged is not None
+        else None
+    )
+    prefixes = [str(k) for k in configured] if isinstance(configured, Mapping) else []
+    env_names = set(_env_values(configured))
+
+    def not_a_bridge(what: str) -> RegistrationError:
+        return RegistrationError(
+            plugin_id,
+            f"plugin {plugin_id!r} called {what} of register_bridged_commands, but its manifest "
+            f"has no capabilities.bridged; add it (see docs/bridges.md) in {manifest.source}",
+        )
+
+    def unmapped(what: str, reason: str) -> None:
+        if manifest.bridged is None:
+            raise not_a_bridge("unmapped")
+        record.unmapped.append((str(what), str(reason)))
+
+    def secret(name: str) -> str | None:
+        if manifest.bridged is None:
+            raise not_a_bridge("secret")
+        if name not in env_names:
+            raise RegistrationError(
+                plugin_id,
+                f"plugin {plugin_id!r} asked for the environment variable {name!r}, which "
+                f"plugins.settings.{plugin_id}.{manifest.bridged.prefixes_from} does not name "
+                "as an 'env' value; a bridge reads only the secrets its configuration names",
+            )
+        value = (os.environ if environ is None else environ).get(name)
+        if value:
+            secrets.append(value)
+        return value
+
+    return {
+        "register": commands.bridge_binder(manifest, prefixes, unmapped),
+        "settings": settings,
+        "unmapped": unmapped,
+        "secret": secret,
+    }
+
+
+def _env_values(node: object) -> list[str]:
+    """Every string under a key ``env`` in a configured value (the secrets it names)."""
+    found: list[str] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Mapping):
+            for key, value in current.items():
+                if key == "env" and isinstance(value, str):
+                    found.append(value)
+                else:
+                    stack.append(value)
+        elif isinstance(current, list):
+            stack.extend(current)
+    return found
 
 
 def _call_per_plugin(pm: HookManager, plugin: object, hook: str, **kwargs: Any) -> None:

@@ -54,6 +54,17 @@ class CommandDecl:
 
 
 @attrs.frozen
+class BridgedDecl:
+    """``capabilities.bridged``: the plugin registers commands at run time from its
+    configuration (``register_bridged_commands``), named ``PREFIX.NAME`` with ``PREFIX`` a
+    key of the setting ``prefixes_from``, each needing at most ``permissions``."""
+
+    prefixes_from: str
+    permissions: tuple[str, ...] = ()
+    description: str = ""
+
+
+@attrs.frozen
 class CLICommandDecl:
     """An ``autogpt NAME`` command a plugin declares: the only ones it may register."""
 
@@ -94,6 +105,8 @@ class Manifest:
     codeowners: tuple[str, ...] = ()
     permissions: tuple[str, ...] = ()
     commands: tuple[CommandDecl, ...] = ()
+    #: ``capabilities.bridged``: ``None`` unless the plugin registers commands at run time.
+    bridged: BridgedDecl | None = None
     #: The ``cli.commands``: what ``autogpt --help`` lists without importing the plugin.
     cli_commands: tuple[CLICommandDecl, ...] = ()
     requires: tuple[str, ...] = ()
@@ -122,6 +135,12 @@ class Manifest:
             for c in fields["commands"]
         )
         fields["settings"] = tuple(SettingDecl(**s) for s in fields["settings"])
+        bridged = fields["bridged"]  # indexed: an entry cached before the field is re-read
+        fields["bridged"] = (
+            None
+            if bridged is None
+            else BridgedDecl(**{**bridged, "permissions": tuple(bridged["permissions"])})
+        )
         # Indexed, not .get(): an entry cached before the field existed is re-read.
         fields["cli_commands"] = tuple(CLICommandDecl(**c) for c in fields["cli_commands"])
         for name in (
@@ -268,9 +287,11 @@ def _schema_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
     from jsonschema import Draft202012Validator
 
     validator = Draft202012Validator(manifest_schema())
-    issues = []
+    issues: list[ManifestIssue] = []
     for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.path))):
-        issues.extend(_explain(error, source))
+        # jsonschema reports each missing required field as an error of its own, and each
+        # of those lists them all: every issue once.
+        issues.extend(i for i in _explain(error, source) if i not in issues)
     return issues
 
 
@@ -533,6 +554,7 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
         issues.extend(parameter_issues(command.get("parameters"), f"{where}.parameters", source))
     issues.extend(_cli_issues(data, source))
     settings = _mapping(_mapping(data.get("config")).get("settings"))
+    issues.extend(_bridged_issues(data, declared, settings, source))
     for name, setting in settings.items():
         if not isinstance(setting, dict):
             continue
@@ -573,6 +595,40 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
 
 
 _SETTING_TYPES = ("string", "integer", "number", "boolean", "array", "object")
+
+
+def _bridged_issues(
+    data: dict[str, Any], declared: set[str], settings: dict[Any, Any], source: str
+) -> list[ManifestIssue]:
+    """``capabilities.bridged``: its permissions are among the top-level ones, and
+    ``prefixes_from`` names a setting of type ``object`` (the prefixes are its keys)."""
+    bridged = _mapping(_mapping(data.get("capabilities")).get("bridged"))
+    issues: list[ManifestIssue] = []
+    for j, perm in enumerate(_list(bridged.get("permissions"))):
+        if isinstance(perm, str) and _PERMISSION.match(perm) and perm not in declared:
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"capabilities.bridged.permissions[{j}]",
+                    f"permission {perm!r} is not in the plugin's top-level 'permissions'",
+                    f"add {perm!r} to 'permissions', or remove it from capabilities.bridged",
+                )
+            )
+    setting = bridged.get("prefixes_from")
+    if isinstance(setting, str):
+        decl = settings.get(setting)
+        if not isinstance(decl, dict) or decl.get("type") != "object":
+            known = ", ".join(sorted(str(k) for k in settings)) or "none"
+            issues.append(
+                ManifestIssue(
+                    source,
+                    "capabilities.bridged.prefixes_from",
+                    f"{setting!r} is not a setting of type 'object' under config.settings "
+                    f"(settings: {known})",
+                    "name the object setting whose keys are the bridged commands' prefixes",
+                )
+            )
+    return issues
 
 
 _CLI_NAME = re.compile("[a-z][a-z0-9_-]{0,63}")
@@ -909,6 +965,16 @@ def _build(data: dict[str, Any], source: str) -> Manifest:
         )
         for c in data.get("capabilities", {}).get("commands", [])
     )
+    bridged_data = data.get("capabilities", {}).get("bridged")
+    bridged = (
+        None
+        if bridged_data is None
+        else BridgedDecl(
+            prefixes_from=bridged_data["prefixes_from"],
+            permissions=tuple(bridged_data.get("permissions", ())),
+            description=bridged_data.get("description", ""),
+        )
+    )
     settings = tuple(
         SettingDecl(
             name=name,
@@ -934,6 +1000,7 @@ def _build(data: dict[str, Any], source: str) -> Manifest:
         codeowners=tuple(data.get("codeowners", ())),
         permissions=tuple(data.get("permissions", ())),
         commands=commands,
+        bridged=bridged,
         cli_commands=tuple(
             CLICommandDecl(name=c["name"], help=c["help"])
             for c in data.get("cli", {}).get("commands", [])

@@ -10,6 +10,10 @@ shell          run shell commands
 install        install or enable plugins
 secrets:NAME   read the secret environment variable NAME
 ============== =====================================================================
+
+A config may also grant ``bridge:PLUGIN_ID``: run the bridged commands of that plugin
+(those a bridge makes at run time from its configuration) without asking each time.
+No manifest declares it; the core adds it to every bridged command.
 """
 
 from __future__ import annotations
@@ -29,6 +33,17 @@ PERMISSIONS = (
 PERMISSION_PATTERN = (
     "(?:" + "|".join(re.escape(p) for p in PERMISSIONS) + "|secrets:[A-Za-z_][A-Za-z0-9_]*)"
 )
-PERMISSION = re.compile(PERMISSION_PATTERN)
+#: What a config may grant besides the permissions a manifest may declare.
+BRIDGE_PATTERN = "bridge:[a-z][a-z0-9_-]{0,63}"
+#: One permission a config may grant (``permissions.grant``): a manifest's, or ``bridge:ID``.
+PERMISSION = re.compile(f"(?:{PERMISSION_PATTERN}|{BRIDGE_PATTERN})")
 #: For messages: "use one of ...".
 PERMISSION_NAMES = ", ".join(PERMISSIONS) + " or secrets:NAME"
+#: For the config's messages: what may be granted.
+GRANT_NAMES = ", ".join(PERMISSIONS) + ", secrets:NAME or bridge:PLUGIN_ID"
+
+
+def bridge_permission(plugin_id: str) -> str:
+    """The permission every bridged command of ``plugin_id`` needs: granted, its calls run
+    without asking; otherwise each call is asked (and refused in continuous mode)."""
+    return f"bridge:{plugin_id}"
