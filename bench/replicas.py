@@ -82,12 +82,21 @@ def postgres_cpu(pg: PostgresServer) -> float:
 # -- servers -------------------------------------------------------------------------------
 
 
+#: ``--memory sqlite``: the servers keep memories in the data directory's SQLite file
+#: (memory_sqlite) instead of the store's PostgreSQL database (memory_postgres, the default).
+MEMORY_CONFIG = {
+    "store": "",
+    "sqlite": "plugins: {enable: [memory_sqlite], disable: [memory_postgres]}\n",
+}
+MEMORY = "store"
+
+
 def serve_replica(
     root: Path, home: Path, replay: Path, store: str, name: str, grant: str
 ) -> Server:
     """``autogpt serve`` on ``store``, its data directory ``home/data`` (shared)."""
     config = home / f"config-{grant.replace(', ', '-')}.yaml"
-    config.write_text(f"permissions: {{grant: [{grant}]}}\n", "utf-8")
+    config.write_text(f"permissions: {{grant: [{grant}]}}\n{MEMORY_CONFIG[MEMORY]}", "utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOGPT_", "OPENAI_"))}
     env.update(
         AUTOGPT_CONFIG=str(config),
@@ -346,7 +355,15 @@ def main() -> int:
     parser.add_argument(
         "--failover-tasks", type=int, help="autonomous tasks killed over (20; quick: 3)"
     )
+    parser.add_argument(
+        "--memory",
+        choices=sorted(MEMORY_CONFIG),
+        default="store",
+        help="where memories go: the store's database (memory_postgres, default) or sqlite",
+    )
     args = parser.parse_args()
+    global MEMORY
+    MEMORY = args.memory
     quick = args.quick
     clients = args.clients or (10 if quick else 200)
     tasks = args.tasks or (1 if quick else 3)
