@@ -18,7 +18,7 @@ import attrs
 import httpx
 import trio
 
-from autogpt_plugins.web import LOCAL_PERMISSION, IPAddress, address_kind, resolve
+from autogpt_plugins.web import LOCAL_PERMISSION, IPAddress, allowed_addresses, send_pinned
 from hookspecs import CommandContext, CommandResult
 
 from ._mapping import BODY, Operation
@@ -139,34 +139,22 @@ async def call(
 async def _checked_addresses(
     target: httpx.URL, ctx: CommandContext, command: str
 ) -> list[IPAddress] | CommandResult:
+    """The addresses the service may be called at (the web plugin's rule for local ones)."""
     host = target.raw_host.decode("ascii")
-    try:
-        addresses = await resolve(host, target.port or _DEFAULT_PORTS[target.scheme])
-    except OSError as exc:
-        addresses, error = [], str(exc)
-    else:
-        error = "it has no address"
-    if not addresses:
-        return CommandResult.failure(
+    return await allowed_addresses(
+        host,
+        target.port or _DEFAULT_PORTS[target.scheme],
+        ctx,
+        asked=lambda what: f"the service {host} resolves to {what} on this machine or its network",
+        unresolved=lambda error: (
             f"{command}: the service's host {host!r} could not be resolved ({error})"
-        )
-    for ip in addresses:
-        kind = address_kind(ip)
-        if kind is None:
-            continue
-        what = f"{ip}, a {kind} address"
-        allowed = await ctx.ask_permission(
-            LOCAL_PERMISSION,
-            f"the service {host} resolves to {what} on this machine or its network",
-        )
-        if not allowed:
-            return CommandResult.failure(
-                f"{command} was not called: the service's host {host!r} resolves to {what}, "
-                f"which needs the {LOCAL_PERMISSION!r} permission, not given. Ask the user to "
-                f"grant {LOCAL_PERMISSION} under permissions.grant in the config"
-            )
-        break  # one answer covers the host
-    return addresses
+        ),
+        refused=lambda what: (
+            f"{command} was not called: the service's host {host!r} resolves to {what}, "
+            f"which needs the {LOCAL_PERMISSION!r} permission, not given. Ask the user to "
+            f"grant {LOCAL_PERMISSION} under permissions.grant in the config"
+        ),
+    )
 
 
 async def _send(
@@ -183,29 +171,11 @@ async def _send(
         transport=httpx.AsyncHTTPTransport(), timeout=limits.timeout
     ) as client:
         named = client.build_request(method, target, headers=headers, content=body)
-        extensions = (
-            {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
-        )
-        last: httpx.ConnectError | None = None
-        for ip in addresses:
-            request = client.build_request(
-                method,
-                named.url.copy_with(host=str(ip)),
-                headers=named.headers,
-                content=body,
-                extensions=extensions,
-            )
-            try:
-                response = await client.send(request, stream=True)
-            except httpx.ConnectError as exc:
-                last = exc
-                continue
-            try:
-                return await _read(response, limits)
-            finally:
-                await response.aclose()
-        assert last is not None
-        raise last
+        response = await send_pinned(client, named, addresses)
+        try:
+            return await _read(response, limits)
+        finally:
+            await response.aclose()
 
 
 async def _read(response: httpx.Response, limits: Limits) -> CommandResult:

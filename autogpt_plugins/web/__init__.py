@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html.parser
 import ipaddress
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -161,34 +162,54 @@ async def _checked_addresses(
     host = target.raw_host.decode("ascii")
     if not host:
         return CommandResult.failure(f"fetch_url needs a host name in {where}; give a full URL")
+    return await allowed_addresses(
+        host,
+        target.port or _DEFAULT_PORTS[target.scheme],
+        ctx,
+        asked=lambda what: f"{target} resolves to {what} on this machine or its network",
+        unresolved=lambda error: (
+            f"fetching {where} failed: the host {host!r} could not be resolved ({error}); "
+            "check the spelling of the URL"
+        ),
+        refused=lambda what: (
+            f"fetch_url did not fetch {where}: it resolves to {what}, which "
+            "reaches this machine or its network rather than the public internet; the "
+            f"web plugin goes there only with the {LOCAL_PERMISSION!r} permission, which "
+            f"was not given. Fetch a public URL instead, or ask the user to grant "
+            f"{LOCAL_PERMISSION} under permissions.grant in the config"
+        ),
+    )
+
+
+async def allowed_addresses(
+    host: str,
+    port: int,
+    ctx: CommandContext,
+    *,
+    asked: Callable[[str], str],
+    unresolved: Callable[[str], str],
+    refused: Callable[[str], str],
+) -> list[IPAddress] | CommandResult:
+    """The addresses of ``host`` a command may connect to, or the failure that says why
+    none: a name resolving to a loopback, link-local or private address needs
+    ``network.local`` (asked with ``asked(what)``; ``refused(what)`` if not given), and the
+    connection must then go to these addresses (``send_pinned``), never to whatever the
+    name resolves to later. Shared by the plugins that reach the network (web, openapi)."""
     try:
-        addresses = await resolve(host, target.port or _DEFAULT_PORTS[target.scheme])
+        addresses = await resolve(host, port)
     except OSError as exc:
         addresses, error = [], str(exc)
     else:
         error = "it has no address"
     if not addresses:
-        return CommandResult.failure(
-            f"fetching {where} failed: the host {host!r} could not be resolved ({error}); "
-            "check the spelling of the URL"
-        )
+        return CommandResult.failure(unresolved(error))
     for ip in addresses:
         kind = address_kind(ip)
         if kind is None:
             continue
         what = f"{_shown(ip)}, {_an(kind)} {kind} address"
-        allowed = await ctx.ask_permission(
-            LOCAL_PERMISSION,
-            f"{target} resolves to {what} on this machine or its network",
-        )
-        if not allowed:
-            return CommandResult.failure(
-                f"fetch_url did not fetch {where}: it resolves to {what}, which "
-                "reaches this machine or its network rather than the public internet; the "
-                f"web plugin goes there only with the {LOCAL_PERMISSION!r} permission, which "
-                f"was not given. Fetch a public URL instead, or ask the user to grant "
-                f"{LOCAL_PERMISSION} under permissions.grant in the config"
-            )
+        if not await ctx.ask_permission(LOCAL_PERMISSION, asked(what)):
+            return CommandResult.failure(refused(what))
         # One answer covers the name: every other address it resolves to is allowed too.
         break
     return addresses
@@ -201,28 +222,36 @@ async def _send(
     cookies: httpx.Cookies,
 ) -> httpx.Response:
     """GET ``target`` from the first of ``addresses`` that takes the connection."""
-    # The request as it would go to the name (its Host header and cookies), then sent to an
-    # address: httpx never resolves the name itself. For https the TLS server name is the
-    # name, so the certificate is still verified for it.
-    named = client.build_request("GET", target, cookies=cookies)
+    return await send_pinned(
+        client, client.build_request("GET", target, cookies=cookies), addresses
+    )
+
+
+async def send_pinned(
+    client: httpx.AsyncClient, named: httpx.Request, addresses: list[IPAddress]
+) -> httpx.Response:
+    """Send ``named`` (the request as it would go to the name: its Host header, cookies and
+    body) to the first of ``addresses`` that takes the connection, streamed: httpx never
+    resolves the name itself. For https the TLS server name is the name, so the certificate
+    is still verified for it."""
+    target = named.url
     extensions = (
         {"sni_hostname": target.raw_host.decode("ascii")} if target.scheme == "https" else {}
     )
-    for ip in addresses[:-1]:
+    for n, ip in enumerate(addresses):
+        request = client.build_request(
+            named.method,
+            target.copy_with(host=str(ip)),
+            headers=named.headers,
+            content=named.content or None,
+            extensions=extensions,
+        )
         try:
-            return await _send_to(client, named, ip, extensions)
+            return await client.send(request, stream=True)
         except httpx.ConnectError:
-            continue
-    return await _send_to(client, named, addresses[-1], extensions)
-
-
-async def _send_to(
-    client: httpx.AsyncClient, named: httpx.Request, ip: IPAddress, extensions: dict[str, str]
-) -> httpx.Response:
-    request = client.build_request(
-        "GET", named.url.copy_with(host=str(ip)), headers=named.headers, extensions=extensions
-    )
-    return await client.send(request, stream=True)
+            if n == len(addresses) - 1:
+                raise
+    raise httpx.ConnectError(f"no address to connect to for {target.host}")
 
 
 async def _read(
