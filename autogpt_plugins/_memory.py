@@ -15,6 +15,7 @@ same methods, sentence for sentence, whatever engine holds it.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -237,6 +238,17 @@ class MemoryHooks:
         # Commit what cancelled callers may have left queued, then close the database.
         await self.memory.flush()
         await trio.to_thread.run_sync(self.memory.close)
+
+
+def metadata_json(item: MemoryItem) -> str:
+    """``item``'s metadata as the databases keep it (compact JSON, no NaN); ``StorageError``
+    naming the item if it is not JSON."""
+    try:
+        return json.dumps(
+            dict(item.metadata), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        )
+    except (TypeError, ValueError) as exc:
+        raise StorageError(f"Cannot store memory item {item.id!r}: {exc}") from None
 
 
 def owned(session: SessionView, item: MemoryItem) -> MemoryItem:

@@ -48,7 +48,7 @@ from autogpt_core.store._postgres import shown_url
 from autogpt_core.store._postgres_migrations import NotAStore, migrate_postgres
 from hookspecs import JSON, MemoryHit, MemoryItem, MemoryQuery
 
-from .._memory import OWNER_KEY
+from .._memory import OWNER_KEY, metadata_json
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -169,11 +169,9 @@ class PostgresMemoryDB:
         rows: list[tuple[Any, ...]] = []
         for item in items:
             try:
-                metadata = json.dumps(
-                    dict(item.metadata), ensure_ascii=False, allow_nan=False, separators=(",", ":")
-                )
-            except (TypeError, ValueError) as exc:
-                outcomes.append(StorageError(f"Cannot store memory item {item.id!r}: {exc}"))
+                metadata = metadata_json(item)
+            except StorageError as exc:
+                outcomes.append(exc)
                 continue
             if "\x00" in item.text or "\\u0000" in metadata:
                 outcomes.append(

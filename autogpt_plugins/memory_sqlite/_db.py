@@ -30,7 +30,7 @@ from typing import Any
 from autogpt_core import StorageError
 from hookspecs import JSON, MemoryHit, MemoryItem, MemoryQuery
 
-from .._memory import OWNER_KEY
+from .._memory import OWNER_KEY, metadata_json
 from . import _migrations
 from ._migrations import SLOT_BITS
 
@@ -113,11 +113,9 @@ class MemoryDB:
         rows: list[tuple[Any, ...] | None] = []
         for item in items:
             try:
-                metadata = json.dumps(
-                    dict(item.metadata), ensure_ascii=False, allow_nan=False, separators=(",", ":")
-                )
-            except (TypeError, ValueError) as exc:
-                outcomes.append(StorageError(f"Cannot store memory item {item.id!r}: {exc}"))
+                metadata = metadata_json(item)
+            except StorageError as exc:
+                outcomes.append(exc)
                 rows.append(None)
                 continue
             item_id = item.id or uuid.uuid4().hex
