@@ -534,3 +534,29 @@ def test_direct_url() -> None:
     assert archive.directory is None
     assert parse_direct_url("not json") is None
     assert parse_direct_url(None) is None
+
+
+def test_consent_text_shows_every_capability_beyond_commands() -> None:
+    """Bridged commands, autogpt commands, access to the session store and terms are shown
+    before a yes, as permissions are."""
+    manifest = parse_manifest(
+        "manifest_version: 1\nid: wide\nname: Wide\nversion: '1'\n"
+        "permissions: [network]\nshares_store: true\nsetup: {terms: 'Be nice.'}\n"
+        "cli: {commands: [{name: wide-sync, help: Sync everything.}]}\n"
+        "capabilities: {bridged: {prefixes_from: services, permissions: [network]}}\n"
+        "config: {settings: {services: {type: object, default: {}}}}\n"
+    )
+    text = consent_text(
+        manifest,
+        distribution="autogpt-plugin-wide",
+        dist_version="1",
+        grants=frozenset(),
+        parameter_lines=lambda schema: [],
+        requirements={},
+        dependencies={},
+    )
+    assert "bridged commands: made when it loads, from its 'services' setting" in text
+    assert "each needing at most network and your consent per call (bridge:wide)" in text
+    assert "autogpt command: wide-sync: Sync everything." in text
+    assert "session store: it is given the store's location" in text
+    assert "terms: to be accepted before it is enabled" in text

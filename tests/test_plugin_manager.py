@@ -381,3 +381,13 @@ def test_an_index_entry_that_is_a_pip_option_is_left_out(index: Path) -> None:
     read = read_index(str(index / "index.json"))
     assert "sneaky" not in [e.manifest.id for e in read.entries]
     assert any("pip options are not accepted" in p for p in read.problems)
+
+
+def test_a_manifest_that_gains_store_access_or_bridges_has_grown() -> None:
+    from autogpt_core.agent._plugin_control import _grown
+    from autogpt_core.plugins._manifest import validate_manifest
+
+    shown = validate_manifest(WEATHER_MANIFEST)
+    assert _grown(shown, shown) == ""
+    wider = validate_manifest({**WEATHER_MANIFEST, "shares_store": True})
+    assert _grown(shown, wider) == "capabilities access to the session store"

@@ -335,5 +335,14 @@ def _grown(shown: Manifest, installed: Manifest) -> str:
         - {c.name for c in shown.cli_commands},
         "required plugins": set(installed.requires) - set(shown.requires),
         "requirements": set(installed.requirements) - set(shown.requirements),
+        "capabilities": {
+            what
+            for what, now, before in (
+                ("access to the session store", installed.shares_store, shown.shares_store),
+                ("bridged commands", installed.bridged, shown.bridged),
+                ("terms", installed.terms, shown.terms),
+            )
+            if now and now != before
+        },
     }
     return "; ".join(f"{what} {', '.join(sorted(new))}" for what, new in found.items() if new)

@@ -402,6 +402,24 @@ def consent_text(
             lines.extend(f"      {_plain(p)}" for p in parameter_lines(command.parameters))
     else:
         lines.append("  commands: none")
+    # What else it may do, each of which a user should see before saying yes.
+    if manifest.bridged is not None:
+        bridged = manifest.bridged
+        needs = ", ".join(bridged.permissions) or "no permission"
+        lines.append(
+            f"  bridged commands: made when it loads, from its {_plain(bridged.prefixes_from)!r} "
+            f"setting, each needing at most {needs} and your consent per call "
+            f"(bridge:{_plain(manifest.id)})"
+        )
+    for cli in manifest.cli_commands:
+        lines.append(f"  autogpt command: {_plain(cli.name)}: {_plain(cli.help)}")
+    if manifest.shares_store:
+        lines.append(
+            "  session store: it is given the store's location, so it can read and write "
+            "every session's records"
+        )
+    if manifest.terms:
+        lines.append("  terms: to be accepted before it is enabled ('autogpt plugins enable')")
     if manifest.permissions:
         lines.append("  permissions:")
         width = max(len(p) for p in manifest.permissions)
