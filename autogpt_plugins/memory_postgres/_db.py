@@ -223,14 +223,8 @@ class PostgresMemoryDB:
         where, params = _where(query, session_id, owner)
         words = _tsquery(query.text)
         with self._transaction("read") as conn:
-            match = None if words is None else _usable(conn, words)
-            if match is None:
-                rows = conn.execute(
-                    f"SELECT {_COLUMNS}, 0.0 FROM memory_items WHERE {where}"
-                    " ORDER BY created_at DESC, seq DESC LIMIT %s",
-                    (*params, limit),
-                ).fetchall()
-            else:
+            rows = []
+            if words is not None:
                 # Rank: how many of the query's words the item has, then how densely.
                 rows = conn.execute(
                     f"SELECT {_COLUMNS}, (SELECT count(*) FROM unnest(%s::text[]) AS w"
@@ -238,7 +232,15 @@ class PostgresMemoryDB:
                     " FROM memory_items, to_tsquery('english', %s) AS q"
                     f" WHERE tsv @@ q AND {where} ORDER BY rank DESC, created_at DESC, seq DESC"
                     " LIMIT %s",
-                    (match.split(" | "), match, *params, limit),
+                    (words.split(" | "), words, *params, limit),
+                ).fetchall()
+            # Nothing matched: a query of stop words only has no words to search for, and
+            # recalls the most recent items, as an empty one does (asked only then).
+            if not rows and (words is None or _usable(conn, words) is None):
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS}, 0.0 FROM memory_items WHERE {where}"
+                    " ORDER BY created_at DESC, seq DESC LIMIT %s",
+                    (*params, limit),
                 ).fetchall()
         return [self._hit(row, backend) for row in rows]
 
