@@ -391,6 +391,7 @@ class Plugins:
             disable=now.disable,
             plugin_settings=now.plugin_settings,
             plugin_index=now.plugin_index,
+            accepted_terms=now.accepted_terms,
         )
         tasks = self.api.tasks
         await tasks.runtime.reload(config, nursery=tasks.nursery)
