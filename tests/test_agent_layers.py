@@ -28,6 +28,7 @@ AGENT_ORDER = [
     ["_caller"],
     ["_dispatcher"],
     ["_session"],
+    ["_calls"],
     ["_runtime"],
 ]
 
@@ -97,7 +98,7 @@ def test_only_the_emitter_masks() -> None:
         path.stem for path in (CORE / "agent").glob("_*.py") if "agent._redact" in _imports(path)
     )
     assert users == ["_emitter", "_runtime"]
-    for name in ("_session", "_dispatcher", "_caller"):
+    for name in ("_session", "_calls", "_dispatcher", "_caller"):
         text = (CORE / "agent" / f"{name}.py").read_text(encoding="utf-8")
         for reach in ("redactor", "self.runtime", "Runtime"):
             assert reach not in text, (name, reach)

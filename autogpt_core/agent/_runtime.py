@@ -27,10 +27,10 @@ import functools
 import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 import trio
@@ -46,6 +46,7 @@ from ..store._lease import LEASE_EXPIRY, LEASE_PERIOD, Holder, Leases
 from ..store._records import PROVISIONAL, CycleRecord
 from ..store._storage import AsyncStore
 from ._caller import HookCaller
+from ._calls import CallSession
 from ._dispatcher import Consent, Dispatcher, Grants, Question
 from ._emitter import Emitter
 from ._model import CORE_PLUGIN_NAME, ProviderBridge, SessionModel, provider_seconds
@@ -392,6 +393,64 @@ class Runtime:
                     channel=channel,
                 )
 
+    @asynccontextmanager
+    async def calls(
+        self,
+        goal: str,
+        options: RunOptions | None = None,
+        *,
+        who: str = "a client",
+        channel: Channel | None = None,
+    ) -> AsyncIterator[CallSession]:
+        """A new session whose commands are called from outside (``autogpt mcp``): one
+        cycle per ``call``, through the same dispatcher, consent and store as a model's.
+
+        ``channel.consent`` answers its confirmations and ``channel.question`` its
+        questions (by default the ``confirm`` and ``user_input`` hooks). Its cycles are
+        limited by ``options.max_cycles`` only: nobody loops on their own here. At the end
+        of the body the session is stored as finished (interrupted when cancelled).
+        """
+        options = options or RunOptions()
+        session_id = options.session_id or new_session_id()
+        emitter = self._emitter(session_id)
+        goal = emitter.text(goal)
+        workspace = self._workspace(options, session_id)
+        async with self.leases.hold(session_id):
+            workspace.mkdir(parents=True, exist_ok=True)
+            await self.store.create_session(
+                goal, workspace, session_id=session_id, config=options_to_store(options)
+            )
+            wired = self._wire(emitter, options, channel)
+            session = CallSession(
+                id=session_id,
+                goal=goal,
+                workspace=workspace,
+                budget=Budget(max_cycles=options.max_cycles, max_tokens=None, max_cost_usd=None),
+                emitter=emitter,
+                hooks=wired.hooks,
+                dispatcher=wired.dispatcher,
+                tools=lambda: wired.plugins().commands.tool_specs(),
+                cycle_scope=wired.cycle_scope,
+                who=emitter.text(who),
+                owner=options.owner,
+            )
+            await session.start()
+            try:
+                yield session
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await session.finish(
+                        SessionOutcome("interrupted", f"stopped while serving {who}", session.cycle)
+                    )
+                raise
+            await session.finish(
+                SessionOutcome(
+                    "finished",
+                    f"{session.cycle} command{'' if session.cycle == 1 else 's'} called by {who}",
+                    session.cycle,
+                )
+            )
+
     async def _settle(self, cycle: CycleRecord) -> CycleRecord:
         """A provisional cycle, recorded as completed with its outcome unknown."""
         assert isinstance(cycle.result, dict)
@@ -466,6 +525,38 @@ class Runtime:
     ) -> SessionOutcome:
         """Wire the session's collaborators and run it to its end."""
         session_id = emitter.session_id
+        wired = self._wire(emitter, options, channel)
+        limits = self.config.limits
+        owner = wired.plugins().records.get(model.plugin_id)
+        session = Session(
+            id=session_id,
+            goal=goal,
+            workspace=workspace,
+            budget=budget,
+            emitter=emitter,
+            hooks=wired.hooks,
+            dispatcher=wired.dispatcher,
+            tools=lambda: wired.plugins().commands.tool_specs(),
+            provider_seconds=provider_seconds(owner.settings if owner is not None else None),
+            max_failures=limits.max_failures,
+            continuous=options.continuous,
+            owner=options.owner,
+            model=options.model,
+            history=list(history),
+            cycle=cycle,
+            gate=(channel or Channel()).gate,
+            cycle_scope=wired.cycle_scope,
+        )
+        self._models[session_id] = model
+        try:
+            return await session.run()
+        finally:
+            self._models.pop(session_id, None)
+
+    def _wire(self, emitter: Emitter, options: RunOptions, channel: Channel | None) -> _Wired:
+        """A session's hook caller and dispatcher, and the scope of its cycles, in which
+        it takes up the plugins loaded since its last cycle (``reload``)."""
+        session_id = emitter.session_id
         channel = channel or Channel()
         limits = self.config.limits
         bound = self.plugins
@@ -491,7 +582,6 @@ class Runtime:
             command_timeout=limits.command_timeout,
             plugin_control=self._controls.for_call,
         )
-        owner = bound.records.get(model.plugin_id)
 
         @contextmanager
         def cycle_scope() -> Iterator[None]:
@@ -506,27 +596,12 @@ class Runtime:
             with self._cycle_on(current):
                 yield
 
-        session = Session(
-            id=session_id,
-            goal=goal,
-            workspace=workspace,
-            budget=budget,
-            emitter=emitter,
-            hooks=hooks,
-            dispatcher=dispatcher,
-            tools=lambda: bound.commands.tool_specs(),
-            provider_seconds=provider_seconds(owner.settings if owner is not None else None),
-            max_failures=limits.max_failures,
-            continuous=options.continuous,
-            owner=options.owner,
-            model=options.model,
-            history=list(history),
-            cycle=cycle,
-            gate=channel.gate,
-            cycle_scope=cycle_scope,
-        )
-        self._models[session_id] = model
-        try:
-            return await session.run()
-        finally:
-            self._models.pop(session_id, None)
+        return _Wired(hooks, dispatcher, cycle_scope, lambda: bound)
+
+
+class _Wired(NamedTuple):
+    hooks: HookCaller
+    dispatcher: Dispatcher
+    cycle_scope: Callable[[], AbstractContextManager[None]]
+    #: The plugins the session uses now (those of its last cycle).
+    plugins: Callable[[], PluginSet]

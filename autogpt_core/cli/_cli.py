@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         from ._cli_serve import add_serve_parser
 
         add_serve_parser(sub)
+        from ._cli_mcp import add_mcp_parser
+
+        add_mcp_parser(sub)
     from ._cli_store import add_store_parser
 
     add_store_parser(sub)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 #: The core's commands: a plugin cannot take these names (``tests`` check they are
 #: exactly ``build_parser``'s). ``autogpt plugins check`` reports a plugin declaring one.
-CORE_COMMANDS = frozenset({"config", "plugins", "run", "serve", "sessions", "store"})
+CORE_COMMANDS = frozenset({"config", "mcp", "plugins", "run", "serve", "sessions", "store"})
 
 
 def subparsers(parser: argparse.ArgumentParser) -> Subparsers:
