@@ -10,13 +10,21 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.shared.memory import create_client_server_memory_streams
 
+from autogpt_core._config import load_config
+from autogpt_core.agent._options import RunOptions
+from autogpt_core.agent._runtime import Runtime
+from autogpt_core.server._mcp import MCPCommands
 from tests.clirun import cli_env
 
 SECRET = "sk-mcpserve-0123456789abcdef"
@@ -198,3 +206,55 @@ def test_a_command_question_is_asked_through_elicitation(tmp_path: Path) -> None
     assert questions == ["Which colour?"]
     assert not answered.is_error
     assert "blue" in answered.content[0].text
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=8,
+)
+CALLS = st.lists(
+    st.tuples(
+        st.sampled_from(["write_file", "read_file", "list_files", "nope", "finish"])
+        | st.text(max_size=12),
+        st.dictionaries(st.sampled_from(["path", "content", "x", "result"]), JSON_VALUES),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=12)
+@given(calls=CALLS)
+def test_any_call_gets_a_result_and_the_server_keeps_answering(
+    calls: list[tuple[str, dict[str, Any]]],
+) -> None:
+    """Whatever a client sends as a tool call, it gets a tool result (an error result when
+    the call is wrong), never a protocol error, and the next valid call still runs."""
+
+    async def main(workspace: Path) -> None:
+        async with Runtime(load_config()) as runtime:
+            commands = MCPCommands(runtime, RunOptions(workspace=workspace))
+            async with trio.open_nursery() as nursery:
+                await nursery.start(commands.run)
+                server = commands.server()
+                async with create_client_server_memory_streams() as (client, served):
+                    nursery.start_soon(
+                        server.run, served[0], served[1], server.create_initialization_options()
+                    )
+                    async with ClientSession(client[0], client[1]) as session:
+                        await session.initialize()
+                        for name, arguments in calls:
+                            result = await session.call_tool(name, arguments)
+                            assert isinstance(result, types.CallToolResult)
+                            assert result.content
+                            assert result.content[0].text
+                        ok = await session.call_tool(
+                            "write_file", {"path": "last.txt", "content": "still here"}
+                        )
+                        assert not ok.is_error, ok.content
+                commands.stop()
+        assert (workspace / "last.txt").read_text(encoding="utf-8") == "still here"
+
+    with tempfile.TemporaryDirectory() as directory:
+        trio.run(main, Path(directory) / "ws")
