@@ -7,6 +7,7 @@ trio's resolver, which a test may replace with a ``FakeResolver``.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from functools import partial
@@ -129,10 +130,27 @@ async def base_url(nursery: trio.Nursery, seen: list[Seen]) -> str:
 @pytest.fixture
 async def twin_port(nursery: trio.Nursery, seen: list[Seen]) -> int:
     """A port served on both 127.0.0.2 and 127.0.0.1 (two loopback addresses, one port)."""
-    url = await start_server(nursery, seen, "127.0.0.2:0")
-    port = int(url.rpartition(":")[2])
+    port = _port_free_on("127.0.0.2", "127.0.0.1")
+    await start_server(nursery, seen, f"127.0.0.2:{port}")
     await start_server(nursery, seen, f"127.0.0.1:{port}")
     return port
+
+
+def _port_free_on(*hosts: str) -> int:
+    """A port no socket uses on any of ``hosts`` now: the one the system picks for the
+    first is often taken on another (by a connection's local end), so pick again then."""
+    for _ in range(100):
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind((hosts[0], 0))
+            port = first.getsockname()[1]
+            try:
+                for host in hosts[1:]:
+                    stack.enter_context(socket.socket()).bind((host, port))
+            except OSError:
+                continue
+            return int(port)
+    raise RuntimeError(f"no port is free on all of {hosts}")
 
 
 class FakeResolver(trio.abc.HostnameResolver):
