@@ -185,6 +185,9 @@ class PluginSettings:
     #: The session store's location (a SQLite file's path or a ``postgresql://`` URL), for
     #: a plugin whose manifest says ``shares_store: true``; ``None`` for the others.
     store: str | None = None
+    #: The directory of the config file the settings came from: what a setting naming a
+    #: file is relative to. ``None`` when there is no config file (tests).
+    config_dir: Path | None = None
 
 
 @attrs.define

@@ -1071,3 +1071,45 @@ def openapi_documents(draw: st.DrawFn) -> dict[str, Any]:
             },
         },
     }
+
+
+# --- classic Auto-GPT plugins ---------------------------------------------------------------
+
+#: The words of Auto-GPT 0.4 argument hints that name a type, and the JSON Schema type each
+#: becomes (tests/test_plugin_classic.py); any other hint is a string.
+CLASSIC_TYPE_WORDS = {
+    "int": "integer",
+    "integer": "integer",
+    "float": "number",
+    "number": "number",
+    "bool": "boolean",
+    "boolean": "boolean",
+    "list": "array",
+}
+_OPTIONAL_FORMS = ("<{}> (optional)", "<optional: {}>", "<{}, optional>", "<{}> [Optional]")
+
+
+def _free_hint(text: str) -> bool:
+    """A hint that names no type and does not say optional."""
+    bare = "".join(c for c in text if c not in "<>,;: \t\n\r\x0b\x0c").lower()
+    return "optional" not in text.lower() and bare not in CLASSIC_TYPE_WORDS
+
+
+@st.composite
+def classic_hints(draw: st.DrawFn) -> tuple[object, str, bool]:
+    """``(hint, the JSON Schema type it must become, whether the argument is required)``."""
+    kind = draw(st.sampled_from(["typed", "free", "list value"]))
+    if kind == "list value":
+        return draw(st.lists(st.text(max_size=5), max_size=3)), "array", True
+    optional = draw(st.booleans())
+    if kind == "typed":
+        word = draw(st.sampled_from(sorted(CLASSIC_TYPE_WORDS)))
+        word = draw(st.sampled_from([word, word.upper(), word.title()]))
+        form = draw(st.sampled_from(_OPTIONAL_FORMS)) if optional else "<{}>"
+        return form.format(word), CLASSIC_TYPE_WORDS[word.lower()], not optional
+    text = draw(st.text(max_size=20).filter(_free_hint))
+    return (f"{text} (optional)" if optional else text), "string", not optional
+
+
+#: Names a classic plugin may give its commands and their arguments: any text.
+classic_names = st.text(st.characters(exclude_categories=("Cs",)), min_size=0, max_size=16)

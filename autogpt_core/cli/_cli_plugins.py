@@ -1,5 +1,5 @@
 """``autogpt plugins ...``: list, info, enable, disable, check, install, uninstall, upgrade,
-new, codeowners."""
+new, codeowners, import-classic."""
 
 from __future__ import annotations
 
@@ -118,6 +118,26 @@ def add_plugins_parser(sub: Any) -> None:
         help="with --output: the repository root the paths are relative to (default: .)",
     )
     p.set_defaults(handler=cmd_codeowners)
+
+    p = psub.add_parser(
+        "import-classic",
+        help="use an Auto-GPT 0.4 plugins_config.yaml: enable classic, allow its plugins",
+    )
+    p.add_argument(
+        "plugins_config", metavar="PLUGINS_CONFIG_YAML", help="Auto-GPT's plugins_config.yaml"
+    )
+    p.add_argument(
+        "--plugins-dir",
+        metavar="DIR",
+        help="where the plugins' zip files are (default: the plugins directory next to the file)",
+    )
+    p.set_defaults(handler=_import_classic)
+
+
+def _import_classic(args: argparse.Namespace) -> int:
+    from ._cli_import_classic import cmd_import_classic
+
+    return cmd_import_classic(args)
 
 
 def _config(args: argparse.Namespace, *, must_exist: bool = True) -> Config:

@@ -405,6 +405,7 @@ def load(
             data_dir=config.data_dir,
             environ=environ,
             store=str(config.store_location),
+            config_dir=config.path.parent,
         )
         secrets.extend(plugin_secrets)
         if problems:

@@ -37,11 +37,13 @@ def resolve_settings(
     data_dir: Path | None,
     environ: Mapping[str, str] | None = None,
     store: str | None = None,
+    config_dir: Path | None = None,
 ) -> tuple[PluginSettings, list[str], list[str]]:
     """Return ``(settings, secret_values, problems)`` for one plugin.
 
     ``store``, the session store's location, reaches the plugin only if its manifest says
-    ``shares_store``; a password in it counts as a secret.
+    ``shares_store``; a password in it counts as a secret. ``config_dir`` is the config
+    file's directory (what relative paths in settings are relative to).
 
     An environment variable named by a setting's ``env`` beats the config file, which beats
     the manifest's default. ``problems`` name the plugin, the setting, what is wrong and how
@@ -95,7 +97,13 @@ def resolve_settings(
     if shared is not None:
         secrets.extend(_password(shared))
     return (
-        PluginSettings(plugin_id=manifest.id, values=values, data_dir=plugin_dir, store=shared),
+        PluginSettings(
+            plugin_id=manifest.id,
+            values=values,
+            data_dir=plugin_dir,
+            store=shared,
+            config_dir=config_dir,
+        ),
         secrets,
         problems,
     )

@@ -1,0 +1,565 @@
+"""The classic bridge: plugins written for Auto-GPT 0.4 (``AutoGPTPluginTemplate``), loaded
+from zip files and directories as Auto-GPT loaded them, as an ordinary bridge.
+
+``plugins.settings.classic.sources`` lists zip files and directories;
+``plugins.settings.classic.plugins`` is the allowlist, keyed by each plugin's class name
+(the key of Auto-GPT's ``plugins_config.yaml``). At load every package of every source is
+imported under a private name (``_loading.py``: never as ``autogpt_plugins.NAME``, so the
+built-ins are neither shadowed nor merged), each allowed subclass of
+``AutoGPTPluginTemplate`` is created, and its ``post_prompt`` is given a recording
+``PromptGenerator`` (``_prompt.py``): each ``add_command`` becomes the command
+``PLUGIN.NAME`` (the model calls it ``PLUGIN__NAME``), its argument hints a JSON Schema.
+
+Its ``can_handle_X``/``X`` pairs run in the matching hooks (``_mapping.py`` has the
+table), ``X`` only when ``can_handle_X()`` says so; what no hook can call is reported with
+the reason (``autogpt plugins check``). Every call of a classic command needs
+``bridge:classic`` (asked each time unless granted; refused in continuous mode).
+
+A classic plugin that fails -- at load, in a hook, in a command -- is reported naming it,
+and the others and the runtime go on: at load through ``unmapped``; in a command as a
+failed result the model reads; in a hook as an error event (of the next ``build_prompt``,
+``post_plan`` or ``session_end`` when the failing hook must return its value).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from hookspecs import (
+    CommandCall,
+    CommandFunction,
+    CommandResult,
+    CommandReview,
+    Event,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    PlanReview,
+    PluginSettings,
+    PromptBuilder,
+    RegisterBridgedCommand,
+    ReportUnmapped,
+    Role,
+    SessionOutcome,
+    SessionView,
+    hookimpl,
+)
+
+from ._loading import (
+    PRIVATE_PREFIX,
+    Package,
+    SourceError,
+    import_package,
+    package_dirs,
+    packages,
+    plugin_classes,
+    resolve,
+)
+from ._mapping import (
+    UNMAPPED,
+    ReplyError,
+    message_dicts,
+    plan_from_reply,
+    reply_dict,
+    report_text,
+)
+from ._prompt import PromptGenerator, command_name, hint_schema, parameters_schema, prompt_text
+
+TEMPLATE_MODULE = "auto_gpt_plugin_template"
+_WHERE = "plugins.settings.classic"
+
+
+class ClassicPluginError(Exception):
+    """A classic plugin's method failed in a hook; the message names the plugin and the
+    method (the core reports it as an error event, and the session goes on)."""
+
+
+@attrs.define
+class Classic:
+    """One loaded classic plugin: its prefix (its allowlist key), where it came from, the
+    instance, and what its ``post_prompt`` added."""
+
+    prefix: str
+    source: str
+    class_name: str
+    instance: Any
+    prompt: PromptGenerator
+    prompt_text: str = ""
+
+
+class ClassicBridge:
+    """The plugin object: what it keeps is the classic plugins of this load."""
+
+    def __init__(self) -> None:
+        self._plugins: list[Classic] = []
+        self._errors: dict[str, list[str]] = {}
+        self._conversations: dict[str, tuple[Message, ...]] = {}
+        self._max_output = 20_000
+
+    # --- at load -------------------------------------------------------------------------
+
+    @hookimpl
+    def register_bridged_commands(
+        self, register: RegisterBridgedCommand, settings: PluginSettings, unmapped: ReportUnmapped
+    ) -> None:
+        self._plugins = []
+        values = settings.values
+        self._max_output = int(values.get("max_output", 20_000))
+        try:
+            template = importlib.import_module(TEMPLATE_MODULE).AutoGPTPluginTemplate
+        except (ImportError, AttributeError) as exc:
+            unmapped(
+                "auto-gpt-plugin-template",
+                f"it cannot be imported ({exc}), so no classic plugin loads: "
+                "pip install 'autogpt-core[classic]'",
+            )
+            return
+        allowed = _allowlist(values.get("plugins"), unmapped)
+        loaded: set[str] = set()
+        for index, entry in enumerate(values.get("sources") or []):
+            if not isinstance(entry, str) or not entry.strip():
+                unmapped(f"sources[{index}]", "must be the path of a zip file or a directory")
+                continue
+            path = resolve(entry, settings.config_dir)
+            try:
+                found = packages(entry, path)
+            except SourceError as exc:
+                unmapped(entry, str(exc))
+                continue
+            if not found:
+                unmapped(
+                    entry,
+                    f"{path} holds no Python package: an Auto-GPT 0.4 plugin's zip holds "
+                    "autogpt_plugins/NAME/__init__.py; give such a zip, or its unzipped "
+                    "directory",
+                )
+                continue
+            classes = 0
+            searched: list[str] = []
+            for package in found:
+                declared = package.declared
+                if declared is not None and not _names_allowed(declared.names, allowed):
+                    # Never imported, so its code never runs: reported as _load reports a
+                    # class not in the allowlist, for each class it defines (one defining
+                    # none holds no plugin class, reported below).
+                    searched.append(package.name)
+                    for name in declared.classes:
+                        classes += 1
+                        unmapped(f"{package.source}: {name}", _not_allowed(name))
+                    continue
+                try:
+                    module = import_package(package)
+                except SourceError as exc:
+                    unmapped(f"{package.source}: {package.name}", str(exc))
+                    continue
+                searched.append(package.name)
+                for cls in plugin_classes(module, template):
+                    classes += 1
+                    self._load(package, cls, allowed, loaded, register, unmapped)
+            if searched and not classes:
+                unmapped(
+                    entry,
+                    f"no class in its package(s) {', '.join(searched)} subclasses "
+                    "AutoGPTPluginTemplate, so it holds no classic plugin: is it an Auto-GPT "
+                    "0.4 plugin? (its __init__.py defines or imports the plugin class)",
+                )
+        for key in sorted(set(allowed.values()) - loaded):
+            unmapped(
+                key,
+                f"it is in {_WHERE}.plugins, but no source holds a plugin class of that name "
+                f"(or it failed, see above); check the name (the plugin's class name) and "
+                f"{_WHERE}.sources",
+            )
+
+    def _load(
+        self,
+        package: Package,
+        cls: type,
+        allowed: Mapping[str, str],
+        loaded: set[str],
+        register: RegisterBridgedCommand,
+        unmapped: ReportUnmapped,
+    ) -> None:
+        """Create one classic plugin, take its commands, report what cannot be mapped."""
+        name = cls.__name__
+        what = f"{package.source}: {name}"
+        key = allowed.get(name) or allowed.get(command_name(name))
+        if key is None:
+            unmapped(what, _not_allowed(name))
+            return
+        if key in loaded:
+            unmapped(
+                what,
+                f"not loaded: a plugin named {key} is already loaded from an earlier source; "
+                "keep one of the two",
+            )
+            return
+        if inspect.isabstract(cls):
+            missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+            unmapped(
+                what,
+                f"it cannot be created: it does not implement {missing}, which "
+                "AutoGPTPluginTemplate requires (is it written for another template version?)",
+            )
+            return
+        try:
+            instance = cls()
+        except Exception as exc:
+            unmapped(
+                what,
+                f"creating it failed: {type(exc).__name__}: {exc}; check what it needs "
+                "(its environment variables, its files)",
+            )
+            return
+        loaded.add(key)
+        plugin = Classic(key, package.source, name, instance, PromptGenerator())
+        self._plugins.append(plugin)
+        if self._wants_at_load(plugin, "post_prompt", unmapped):
+            try:
+                instance.post_prompt(plugin.prompt)
+            except Exception as exc:
+                plugin.prompt = PromptGenerator()
+                unmapped(
+                    f"{key}: post_prompt",
+                    f"it raised {type(exc).__name__}: {exc}; none of its commands are offered "
+                    "(its other methods still run): fix what it needs and load again",
+                )
+            else:
+                plugin.prompt_text = prompt_text(plugin.prompt)
+                self._register(plugin, register, unmapped)
+        for method, reason in UNMAPPED.items():
+            if self._wants_at_load(plugin, method, unmapped):
+                unmapped(f"{key}: {method}", reason)
+
+    def _wants_at_load(self, plugin: Classic, method: str, unmapped: ReportUnmapped) -> bool:
+        can = getattr(plugin.instance, f"can_handle_{method}", None)
+        if not callable(can):
+            return False
+        try:
+            # Auto-GPT asked about embeddings with the text; any text says whether it can.
+            return bool(can("") if method == "text_embedding" else can())
+        except Exception as exc:
+            unmapped(
+                f"{plugin.prefix}: can_handle_{method}",
+                f"it raised {type(exc).__name__}: {exc}; {method} is not used",
+            )
+            return False
+
+    def _register(
+        self, plugin: Classic, register: RegisterBridgedCommand, unmapped: ReportUnmapped
+    ) -> None:
+        for command in plugin.prompt.commands:
+            raw_name, args, function = command["name"], command["args"], command["function"]
+            name = command_name(raw_name)
+            if not name:
+                unmapped(f"{plugin.prefix}: add_command", "it gave no command name")
+                continue
+            where = f"{plugin.prefix}.{name}"
+            if not callable(function):
+                unmapped(where, "its add_command gave no function to run")
+                continue
+            if args is None:
+                args = {}
+            if not isinstance(args, Mapping):
+                unmapped(where, "its add_command args are not a mapping of names to hints")
+                continue
+            label = str(command["label"] or "").strip()
+            register(
+                where,
+                self._command(plugin, name, function),
+                description=label or f"{raw_name}: a command of the classic plugin {plugin.prefix}",
+                parameters=parameters_schema(args),
+                permissions=[],
+            )
+
+    def _command(self, plugin: Classic, name: str, function: Callable[..., Any]) -> CommandFunction:
+        """The function behind one bridged command: Auto-GPT called it with the arguments
+        as keywords; it may block, so it runs in a worker thread."""
+
+        async def run(**arguments: Any) -> CommandResult:
+            try:
+                output = await trio.to_thread.run_sync(
+                    functools.partial(function, **arguments), abandon_on_cancel=True
+                )
+            except Exception as exc:
+                return CommandResult.failure(
+                    f"the command {plugin.prefix}.{name} of the classic plugin "
+                    f"{plugin.class_name} failed: {type(exc).__name__}: {exc}"
+                )
+            return CommandResult.success(_cut(_text(output), self._max_output))
+
+        run.__name__ = name
+        return run
+
+    # --- in a session --------------------------------------------------------------------
+
+    def _wants(
+        self, session: SessionView, plugin: Classic, method: str, *args: Any, **kw: Any
+    ) -> bool:
+        can = getattr(plugin.instance, f"can_handle_{method}", None)
+        if not callable(can):
+            return False
+        try:
+            return bool(can(*args, **kw))
+        except Exception as exc:
+            self._note(session, plugin, f"can_handle_{method}", exc)
+            return False
+
+    def _note(self, session: SessionView, plugin: Classic, method: str, exc: Exception) -> None:
+        self._errors.setdefault(session.id, []).append(
+            f"classic plugin {plugin.prefix} ({plugin.source}): {method} raised "
+            f"{type(exc).__name__}: {exc}; it was skipped"
+        )
+
+    def _report_errors(self, session: SessionView) -> None:
+        errors = self._errors.pop(session.id, None)
+        if errors:
+            raise ClassicPluginError("; ".join(errors))
+
+    @hookimpl
+    def build_prompt(self, session: SessionView, prompt: PromptBuilder) -> None:
+        conversation = message_dicts(self._conversations.get(session.id, ()))
+        for plugin in self._plugins:
+            if plugin.prompt_text:
+                prompt.add_data(
+                    plugin.prompt_text, source=f"classic Auto-GPT plugin {plugin.prefix}"
+                )
+            if self._wants(session, plugin, "on_planning"):
+                try:
+                    text = plugin.instance.on_planning(plugin.prompt, conversation)
+                except Exception as exc:
+                    self._note(session, plugin, "on_planning", exc)
+                    continue
+                if isinstance(text, str) and text.strip():
+                    prompt.add_data(
+                        text, source=f"classic Auto-GPT plugin {plugin.prefix} (on_planning)"
+                    )
+        self._report_errors(session)
+
+    @hookimpl(specname="llm_request")
+    async def handle_chat_completion(
+        self, session: SessionView, request: LLMRequest
+    ) -> LLMResponse | None:
+        """A classic plugin that handles the chat completion answers it (text only)."""
+        wanting = []
+        messages = message_dicts(request.messages)
+        model = request.model or ""
+        temperature = request.temperature if request.temperature is not None else 0.0
+        max_tokens = request.max_tokens or 0
+        for plugin in self._plugins:
+            if self._wants(
+                session, plugin, "chat_completion", messages, model, temperature, max_tokens
+            ):
+                wanting.append(plugin)
+        for plugin in wanting:
+            try:
+                text = await trio.to_thread.run_sync(
+                    plugin.instance.handle_chat_completion,
+                    messages,
+                    model,
+                    temperature,
+                    max_tokens,
+                    abandon_on_cancel=True,
+                )
+            except Exception as exc:
+                self._note(session, plugin, "handle_chat_completion", exc)
+                continue
+            if isinstance(text, str):
+                return LLMResponse(Message(Role.ASSISTANT, text), model=request.model)
+        return None
+
+    @hookimpl(wrapper=True, specname="llm_request")
+    async def on_response(
+        self, session: SessionView, request: LLMRequest
+    ) -> AsyncGenerator[LLMResponse | None, LLMResponse | None]:
+        """Keeps the conversation (for ``on_planning``), and lets ``on_response`` rewrite
+        the text of the model's answer."""
+        self._conversations[session.id] = request.messages
+        response = yield None
+        if isinstance(response, LLMResponse) and response.message.content:
+            text = response.message.content
+            for plugin in self._plugins:
+                if not self._wants(session, plugin, "on_response"):
+                    continue
+                try:
+                    changed = plugin.instance.on_response(text)
+                except Exception as exc:
+                    self._note(session, plugin, "on_response", exc)
+                    continue
+                if isinstance(changed, str):
+                    text = changed
+            if text != response.message.content:
+                message = attrs.evolve(response.message, content=text)
+                response = attrs.evolve(response, message=message)
+        yield response
+
+    @hookimpl
+    def post_plan(self, session: SessionView, review: PlanReview) -> None:
+        for plugin in self._plugins:
+            if not self._wants(session, plugin, "post_planning"):
+                continue
+            try:
+                reply = plugin.instance.post_planning(reply_dict(review.plan))
+                review.plan = plan_from_reply(reply, review.plan)
+            except ReplyError as exc:
+                self._errors.setdefault(session.id, []).append(
+                    f"classic plugin {plugin.prefix} ({plugin.source}): post_planning was "
+                    f"ignored: {exc}"
+                )
+            except Exception as exc:
+                self._note(session, plugin, "post_planning", exc)
+        self._report_errors(session)
+
+    @hookimpl
+    def pre_command(self, session: SessionView, review: CommandReview) -> None:
+        for plugin in self._plugins:
+            if not self._wants(session, plugin, "pre_command"):
+                continue
+            call = review.call
+            try:
+                changed = plugin.instance.pre_command(call.command, dict(call.arguments))
+            except Exception as exc:
+                # A failing check never lets a command through: the core refuses it.
+                raise ClassicPluginError(
+                    f"classic plugin {plugin.prefix} ({plugin.source}): pre_command raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if (
+                not isinstance(changed, (tuple, list))
+                or len(changed) != 2
+                or not isinstance(changed[0], str)
+                or not isinstance(changed[1], Mapping)
+            ):
+                raise ClassicPluginError(
+                    f"classic plugin {plugin.prefix} ({plugin.source}): pre_command returned "
+                    f"{type(changed).__name__}, not (command name, arguments)"
+                )
+            review.call = CommandCall(changed[0], dict(changed[1]), call.call_id)
+
+    @hookimpl
+    def post_command(
+        self, session: SessionView, call: CommandCall, result: CommandResult
+    ) -> CommandResult | None:
+        said = result.output if result.ok else (result.error or "")
+        text = said
+        for plugin in self._plugins:
+            if not self._wants(session, plugin, "post_command"):
+                continue
+            try:
+                changed = plugin.instance.post_command(call.command, text)
+            except Exception as exc:
+                self._note(session, plugin, "post_command", exc)
+                continue
+            if isinstance(changed, str):
+                text = changed
+        if text == said:
+            return None
+        if result.ok:
+            return attrs.evolve(result, output=text)
+        return attrs.evolve(result, error=text)
+
+    @hookimpl
+    async def user_input(self, session: SessionView, question: str) -> str | None:
+        for plugin in self._plugins:
+            if not self._wants(session, plugin, "user_input", user_input=question):
+                continue
+            try:
+                answer = await trio.to_thread.run_sync(
+                    functools.partial(plugin.instance.user_input, user_input=question),
+                    abandon_on_cancel=True,
+                )
+            except Exception as exc:
+                self._note(session, plugin, "user_input", exc)
+                continue
+            if isinstance(answer, str) and answer:
+                return answer
+        return None
+
+    @hookimpl
+    async def on_event(self, session: SessionView, event: Event) -> None:
+        reporting = [p for p in self._plugins if self._wants(session, p, "report")]
+        text = report_text(event) if reporting else None
+        if text is None:
+            return
+        for plugin in reporting:
+            try:
+                await trio.to_thread.run_sync(plugin.instance.report, text, abandon_on_cancel=True)
+            except Exception as exc:
+                self._note(session, plugin, "report", exc)
+
+    @hookimpl
+    def session_end(self, session: SessionView, outcome: SessionOutcome) -> None:
+        self._conversations.pop(session.id, None)
+        self._report_errors(session)
+
+
+def _not_allowed(name: str) -> str:
+    return (
+        f"not loaded: it is not in the allowlist; add {command_name(name)}: {{}} under "
+        f"{_WHERE}.plugins to load it"
+    )
+
+
+def _names_allowed(names: frozenset[str], allowed: Mapping[str, str]) -> bool:
+    """Whether any of ``names`` (a package's, see ``declared_names``) is allowed, as
+    ``_load`` matches a class name."""
+    return any(n in allowed or command_name(n) in allowed for n in names)
+
+
+def _allowlist(raw: object, unmapped: ReportUnmapped) -> dict[str, str]:
+    """``name -> key`` of ``plugins.settings.classic.plugins``: each key as written, and
+    the class name it stands for."""
+    if not isinstance(raw, Mapping):
+        return {}
+    allowed: dict[str, str] = {}
+    for key, entry in raw.items():
+        if entry is not None and (
+            not isinstance(entry, Mapping) or set(map(str, entry)) - {"config"}
+        ):
+            unmapped(
+                str(key),
+                f"{_WHERE}.plugins.{key} must be {{}} (or {{config: {{...}}}}, kept as "
+                "Auto-GPT's plugins_config.yaml had it)",
+            )
+            continue
+        allowed[str(key)] = str(key)
+    return allowed
+
+
+def _text(output: object) -> str:
+    if output is None:
+        return ""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, bytes):
+        return output.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(output, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(output)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[cut: {len(text) - limit:,} more characters were not shown]"
+
+
+__all__ = [
+    "PRIVATE_PREFIX",
+    "ClassicBridge",
+    "ClassicPluginError",
+    "PromptGenerator",
+    "SourceError",
+    "hint_schema",
+    "package_dirs",
+    "parameters_schema",
+]
