@@ -14,7 +14,6 @@ Calls are run one at a time, in the order they arrive: a cycle is one command.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -32,13 +31,12 @@ from hookspecs import (
     MemoryItem,
     SessionOutcome,
     SessionView,
-    ToolSpec,
 )
 
 from ._caller import HookCaller
 from ._dispatcher import Dispatcher
 from ._emitter import Emitter, call_json
-from ._session import UNKNOWN_OUTCOME
+from ._session import UNKNOWN_OUTCOME, emit_budget, emit_start, end_session, memory_text
 
 #: The plan recorded with each call's cycle: nobody planned it here.
 CALLED = "called by {who}"
@@ -60,13 +58,11 @@ class CallSession:
     emitter: Emitter
     hooks: HookCaller
     dispatcher: Dispatcher
-    tools: Callable[[], tuple[ToolSpec, ...]]
     cycle_scope: Callable[[], AbstractContextManager[None]]
     who: str = "a client"
     owner: str | None = None
     cycle: int = 0
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
-    _call: CommandCall | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._refresh_view()
@@ -86,27 +82,11 @@ class CallSession:
 
     async def start(self) -> None:
         await self.hooks.call("session_start")
-        await self.emitter.emit(
-            EventKind.SESSION_START,
-            {"goal": self.goal, "workspace": str(self.workspace), "resumed_at": self.cycle},
-            store_now=True,
-        )
+        await emit_start(self.emitter, self.goal, self.workspace, self.cycle)
 
     async def finish(self, outcome: SessionOutcome) -> None:
         """``session_end``, and how the session ended, stored (whatever the hooks do)."""
-        try:
-            with trio.move_on_after(self.hooks.hook_timeout or 30):
-                await self.hooks.call("session_end", outcome=outcome)
-                await self.emitter.emit(
-                    EventKind.SESSION_END,
-                    {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
-                )
-        finally:
-            await self.emitter.save_outcome(outcome, self.budget)
-
-    def busy(self) -> bool:
-        """Whether a call is running now."""
-        return self._lock.locked()
+        await end_session(self.hooks, self.emitter, outcome, self.budget)
 
     def exhausted(self) -> str | None:
         limit = self.budget.max_cycles
@@ -126,6 +106,11 @@ class CallSession:
             with self.cycle_scope():
                 return await self._run(command, dict(arguments or {}))
 
+    async def settled(self) -> None:
+        """Return once no call is running (the one in flight, if any, has ended)."""
+        async with self._lock:
+            pass
+
     async def _run(self, command: str, arguments: dict[str, Any]) -> CommandResult:
         self.cycle += 1
         self.budget = attrs.evolve(self.budget, cycles=self.budget.cycles + 1)
@@ -135,11 +120,7 @@ class CallSession:
             EventKind.PLAN,
             {"text": self._plan_text(), "call": call_json(call), "error": None},
         )
-        self._call = call
-        try:
-            result, executed = await self.dispatcher.execute(call)
-        finally:
-            self._call = None
+        result, executed = await self.dispatcher.execute(call)
         mask = self.emitter.text
         result = attrs.evolve(
             result,
@@ -147,27 +128,16 @@ class CallSession:
             error=mask(result.error) if result.error is not None else None,
         )
         observation = result.output if result.ok else f"Error: {result.error}"
-        args = json.dumps(dict(executed.arguments), sort_keys=True, default=str)
         await self.hooks.call(
             "memory_store",
             item=MemoryItem(
-                text=mask(f"Cycle {self.cycle}: {executed.command}({args}) -> {observation}")[
-                    :1000
-                ],
+                text=memory_text(self.emitter, self.cycle, executed, observation),
                 session_id=self.id,
                 kind="observation",
                 created_at=time.time(),
             ),
         )
-        await self.emitter.emit(
-            EventKind.BUDGET,
-            {
-                "cycles": self.budget.cycles,
-                "max_cycles": self.budget.max_cycles,
-                "tokens": self.budget.tokens,
-                "cost_usd": round(self.budget.cost_usd, 6),
-            },
-        )
+        await emit_budget(self.emitter, self.budget)
         await self.emitter.commit_cycle(
             number=self.cycle,
             plan={"text": self._plan_text(), "error": None},

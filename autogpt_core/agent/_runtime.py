@@ -429,7 +429,6 @@ class Runtime:
                 emitter=emitter,
                 hooks=wired.hooks,
                 dispatcher=wired.dispatcher,
-                tools=lambda: wired.plugins().commands.tool_specs(),
                 cycle_scope=wired.cycle_scope,
                 who=emitter.text(who),
                 owner=options.owner,

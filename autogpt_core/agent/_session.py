@@ -263,11 +263,7 @@ class Session:
         try:
             await self.hooks.call("session_start")
             self.memories = await self.recall_for_goal()
-            await self.emitter.emit(
-                EventKind.SESSION_START,
-                {"goal": self.goal, "workspace": str(self.workspace), "resumed_at": self.cycle},
-                store_now=True,
-            )
+            await emit_start(self.emitter, self.goal, self.workspace, self.cycle)
             while True:
                 exhausted = self.budget_exhausted()
                 if exhausted:
@@ -319,17 +315,7 @@ class Session:
         return outcome
 
     async def _finish(self, outcome: SessionOutcome) -> None:
-        try:
-            with trio.move_on_after(self.hooks.hook_timeout or 30):
-                await self.hooks.call("session_end", outcome=outcome)
-                await self.emitter.emit(
-                    EventKind.SESSION_END,
-                    {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
-                )
-        finally:
-            # Also when a plugin stuck in session_end or on_event was interrupted by Ctrl-C
-            # (a KeyboardInterrupt raised inside it): the store must say how the session ended.
-            await self.emitter.save_outcome(outcome, self.budget)
+        await end_session(self.hooks, self.emitter, outcome, self.budget)
 
     async def run_cycle(self) -> str | None:
         """One cycle; returns the session's result when a command ended it."""
@@ -448,15 +434,7 @@ class Session:
         self, plan: Plan, result: CommandResult | None, added: tuple[Message, ...]
     ) -> None:
         """Commit the cycle: its record, its events and the budget, in one transaction."""
-        await self.emitter.emit(
-            EventKind.BUDGET,
-            {
-                "cycles": self.budget.cycles,
-                "max_cycles": self.budget.max_cycles,
-                "tokens": self.budget.tokens,
-                "cost_usd": round(self.budget.cost_usd, 6),
-            },
-        )
+        await emit_budget(self.emitter, self.budget)
         await self.emitter.commit_cycle(
             number=self.cycle,
             plan={"text": plan.text, "error": plan.error},
@@ -495,14 +473,9 @@ class Session:
         )
 
     def _memory_text(self, plan: Plan, observation: str) -> str:
-        # Masked, then shortened: a secret cut in two would be matched by neither half.
-        mask = self.emitter.text
         if plan.call is None:
-            return _short(mask(f"Cycle {self.cycle}: {observation}"), 1000)
-        args = json.dumps(dict(plan.call.arguments), sort_keys=True, default=str)
-        return _short(
-            mask(f"Cycle {self.cycle}: {plan.call.command}({args}) -> {observation}"), 1000
-        )
+            return _short(self.emitter.text(f"Cycle {self.cycle}: {observation}"), 1000)
+        return memory_text(self.emitter, self.cycle, plan.call, observation)
 
     def _conversation(self, plan: Plan, observation: str) -> list[Message]:
         """The messages this cycle adds: the model's reply and an answer to each tool call."""
@@ -521,6 +494,52 @@ class Session:
             )
             answers.append(Message(Role.TOOL, text, tool_call_id=tool_call.id))
         return [reply, *answers]
+
+
+async def emit_start(emitter: Emitter, goal: str, workspace: Path, resumed_at: int) -> None:
+    """The ``session_start`` event, stored at once."""
+    await emitter.emit(
+        EventKind.SESSION_START,
+        {"goal": goal, "workspace": str(workspace), "resumed_at": resumed_at},
+        store_now=True,
+    )
+
+
+async def emit_budget(emitter: Emitter, budget: Budget) -> None:
+    """The ``budget`` event of a cycle, before it is committed."""
+    await emitter.emit(
+        EventKind.BUDGET,
+        {
+            "cycles": budget.cycles,
+            "max_cycles": budget.max_cycles,
+            "tokens": budget.tokens,
+            "cost_usd": round(budget.cost_usd, 6),
+        },
+    )
+
+
+async def end_session(
+    hooks: HookCaller, emitter: Emitter, outcome: SessionOutcome, budget: Budget
+) -> None:
+    """``session_end`` and its event, bounded; then how the session ended, stored."""
+    try:
+        with trio.move_on_after(hooks.hook_timeout or 30):
+            await hooks.call("session_end", outcome=outcome)
+            await emitter.emit(
+                EventKind.SESSION_END,
+                {"status": outcome.status, "result": outcome.result, "cycles": outcome.cycles},
+            )
+    finally:
+        # Also when a plugin stuck in session_end or on_event was interrupted by Ctrl-C
+        # (a KeyboardInterrupt raised inside it): the store must say how the session ended.
+        await emitter.save_outcome(outcome, budget)
+
+
+def memory_text(emitter: Emitter, cycle: int, call: CommandCall, observation: str) -> str:
+    """What ``memory_store`` keeps of a cycle's command: masked, then shortened (a secret
+    cut in two would be matched by neither half)."""
+    args = json.dumps(dict(call.arguments), sort_keys=True, default=str)
+    return _short(emitter.text(f"Cycle {cycle}: {call.command}({args}) -> {observation}"), 1000)
 
 
 UNKNOWN_OUTCOME = (

@@ -10,16 +10,19 @@ cycle with its events.
 Consent and questions reach the user through MCP *elicitation*, in the client, when the
 client supports it (the ``elicitation`` capability); a client that does not gets the call
 refused, with a result saying which permission to grant. The session starts at the
-client's first call (listing tools stores nothing) and ends when the connection closes,
-or, over HTTP, after ``idle_seconds`` without a call.
+client's first call (listing tools stores nothing) and ends when the connection closes.
+
+Over streamable HTTP (``serve_http``, ``autogpt mcp --http``) each MCP session
+(``Mcp-Session-Id``) is such a connection: it belongs to the bearer token that opened it
+(another token gets 404 for it) and ends when the client deletes it, when it has been
+idle ``idle_seconds``, or when the server stops.
 """
 
 from __future__ import annotations
 
 import contextvars
-import math
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -34,6 +37,9 @@ from ..agent._calls import CallSession
 from ..agent._options import RunOptions
 from ..agent._runtime import Channel, Runtime
 from ..hooks._hookcall import HookManager
+from ._auth import Tokens, load_tokens
+from ._hosts import is_loopback
+from ._origin import SameOrigin
 
 try:
     from mcp import types
@@ -43,6 +49,9 @@ except ImportError as exc:  # pragma: no cover - the mcp extra is not installed
     raise ConfigError(
         "'autogpt mcp' needs the mcp package: pip install 'autogpt-core[mcp]'"
     ) from exc
+
+#: After ``stop()``: how long responses in flight may take to go out.
+CLOSE_SECONDS = 2.0
 
 #: The MCP request being answered in this task: consent and questions go to its client.
 _REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("autogpt_mcp_request")
@@ -137,140 +146,112 @@ async def ask_question(question: str) -> str | None:
     return text if isinstance(text, str) else None
 
 
-@attrs.define
-class _Open:
-    """One client connection's session, run by a task of its own until ``done``."""
-
-    calls: CallSession
-    done: trio.Event
-    last_used: float
-
-
 class MCPCommands:
-    """The runtime's commands as an MCP server, one session per client connection.
+    """The runtime's commands as the tools of an MCP server for one client connection.
 
-    ``serve_in`` gives the nursery the sessions run in; ``idle_seconds`` closes a session
-    nobody called for that long (HTTP clients may vanish without closing).
+    ``run`` (in a nursery, with ``nursery.start``) holds the connection's session, opened
+    at the first call; ``stop`` ends it as finished.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        options: RunOptions,
-        *,
-        idle_seconds: float = math.inf,
-        connection: Callable[[Any], str] = lambda ctx: "stdio",
-    ) -> None:
+    def __init__(self, runtime: Runtime, options: RunOptions) -> None:
         self.runtime = runtime
-        # Which client connection a request came on: over stdio there is one.
-        self._connection = connection
         self.options = options
-        self.idle_seconds = idle_seconds
-        self._nursery: trio.Nursery | None = None
-        self._open: dict[str, _Open] = {}
-        self._opening = trio.Lock()
-        self._stopping = trio.Event()
         self.channel = Channel(consent=ask_consent, question=ask_question)
+        self._calls: CallSession | None = None
+        self._who: str | None = None
+        self._first_call = trio.Event()
+        self._opened = trio.Event()
+        self._stopping = trio.Event()
 
     def server(self) -> Server[Any]:
-        return Server(
-            "autogpt",
-            version=__version__,
-            instructions="The commands of autogpt's enabled plugins. Commands that need a "
-            "permission the user has not granted ask the user first.",
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-        )
+        return _server(self.runtime, self.call_tool)
 
-    def tools(self) -> list[types.Tool]:
-        tools = []
-        for spec in self.runtime.plugins.commands.tool_specs():
-            schema = dict(spec.parameters) if spec.parameters else {}
-            schema.setdefault("type", "object")
-            command = self.runtime.plugins.commands.get(spec.name)
-            read_only = set(command.decl.permissions) <= {"fs.read"}
-            tools.append(
-                types.Tool(
-                    name=spec.name,
-                    description=spec.description,
-                    input_schema=schema,
-                    annotations=types.ToolAnnotations(title=command.name, read_only_hint=read_only),
-                )
-            )
-        return tools
-
-    async def _list_tools(
-        self, ctx: Any, params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.tools())
-
-    async def _call_tool(
+    async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        session = await self._session(ctx)
+        if self._who is None:
+            self._who = _client_name(ctx)
+        self._first_call.set()
+        await self._opened.wait()
+        if self._calls is None or self._stopping.is_set():
+            return _tool_result(CommandResult.failure("autogpt mcp is ending this session"))
         token = _REQUEST.set(ctx)
         try:
-            result = await session.calls.call(params.name, params.arguments)
+            result = await self._calls.call(params.name, params.arguments)
         finally:
             _REQUEST.reset(token)
-            session.last_used = trio.current_time()
         return _tool_result(result)
 
-    @staticmethod
-    def _who(ctx: Any) -> str:
-        client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
-        if client is None:
-            return "an MCP client"
-        return printable(f"MCP client {client.name} {client.version}".strip(), newlines=False)
-
-    async def _session(self, ctx: Any) -> _Open:
-        key = self._connection(ctx)
-        async with self._opening:
-            found = self._open.get(key)
-            if found is not None:
-                return found
-            if self._nursery is None:
-                raise RuntimeError("MCPCommands.run(...) is not running")
-            opened: _Open = await self._nursery.start(self._hold, key, self._who(ctx))
-            return opened
-
-    async def _hold(self, key: str, who: str, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        goal = f"Commands called by {who} through 'autogpt mcp'"
-        try:
-            async with self.runtime.calls(
-                goal, self.options, who=who, channel=self.channel
-            ) as calls:
-                opened = _Open(calls, trio.Event(), trio.current_time())
-                self._open[key] = opened
-                task_status.started(opened)
-                while not opened.done.is_set():
-                    with trio.move_on_after(min(self.idle_seconds, 60.0)):
-                        await opened.done.wait()
-                    idle = trio.current_time() - opened.last_used
-                    if idle >= self.idle_seconds and not calls.busy():
-                        break
-        finally:
-            self._open.pop(key, None)
-
-    def close(self, key: str | None = None) -> None:
-        """End the session of connection ``key`` (each of them when ``None``)."""
-        for k, opened in list(self._open.items()):
-            if key is None or k == key:
-                opened.done.set()
-
     async def run(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the connections' sessions until ``stop()``: each then ends as finished, a
-        call in flight first. Cancelled instead, they end as interrupted."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started(self)
+        """Hold the connection's session until ``stop()``: it starts at the first call and
+        then ends as finished. Cancelled instead, it ends as interrupted."""
+        task_status.started(self)
+        await self._first_call.wait()
+        if self._who is None:
+            self._opened.set()
+            return  # stopped before any call: no session
+        goal = f"Commands called by {self._who} through 'autogpt mcp'"
+        async with self.runtime.calls(
+            goal, self.options, who=self._who, channel=self.channel
+        ) as calls:
+            self._calls = calls
+            self._opened.set()
             await self._stopping.wait()
-            self.close()
-        self._nursery = None
+            # A call in flight ends first; calls that come later are refused.
+            await calls.settled()
+            self._calls = None
 
     def stop(self) -> None:
         self._stopping.set()
-        self.close()
+        self._first_call.set()  # wakes ``run`` if no call came
+
+
+def _server(
+    runtime: Runtime,
+    call_tool: Callable[[Any, types.CallToolRequestParams], Awaitable[types.CallToolResult]],
+) -> Server[Any]:
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools_of(runtime))
+
+    return Server(
+        "autogpt",
+        version=__version__,
+        instructions="The commands of autogpt's enabled plugins. Commands that need a "
+        "permission the user has not granted ask the user first.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def tools_of(runtime: Runtime) -> list[types.Tool]:
+    """The enabled plugins' commands as MCP tools (the names a model sees)."""
+    commands = runtime.plugins.commands
+    tools = []
+    for spec in commands.tool_specs():
+        schema = dict(spec.parameters) if spec.parameters else {}
+        schema.setdefault("type", "object")
+        command = commands.get(spec.name)
+        read_only = set(command.decl.permissions) <= {"fs.read"}
+        tools.append(
+            types.Tool(
+                name=spec.name,
+                description=spec.description,
+                input_schema=schema,
+                annotations=types.ToolAnnotations(title=command.name, read_only_hint=read_only),
+            )
+        )
+    return tools
+
+
+def _client_name(ctx: Any) -> str:
+    """The client as it names itself at ``initialize`` (shown, so made printable, short)."""
+    client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
+    if client is None:
+        return "an MCP client"
+    name = printable(f"{client.name} {client.version}".strip(), newlines=False)
+    return f"MCP client {name[:80]}"
 
 
 def _tool_result(result: CommandResult) -> types.CallToolResult:
@@ -302,3 +283,217 @@ async def serve_stdio(
                 server = commands.server()
                 await server.run(read, write, server.create_initialization_options())
                 commands.stop()
+
+
+# --- streamable HTTP ----------------------------------------------------------------------
+
+#: Where a connection's ``MCPCommands`` is kept in its ``Connection.state``.
+_STATE_KEY = "autogpt.commands"
+
+
+def _connection(ctx: Any) -> Any:
+    """The MCP ``Connection`` a low-level request handler's call came on: its ``state`` and
+    ``exit_stack`` last as long as the client's session. The low-level context reaches it
+    only through its session (the SDK's high-level ``Context.connection`` is the same
+    object); ``tests/test_mcp_serve_http.py`` fails loudly if an SDK release moves it."""
+    connection = getattr(ctx.session, "_connection", None)
+    if connection is None or not hasattr(connection, "exit_stack"):
+        raise RuntimeError(
+            "this mcp package version does not give a request its connection: install the "
+            "version autogpt-core's mcp extra names (pip install 'autogpt-core[mcp]')"
+        )
+    return connection
+
+
+def _token_name(ctx: Any) -> str | None:
+    """The name of the token the request came with (``BearerOnly`` put it in the ASGI
+    scope); ``None`` under ``--no-auth``."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None) or {}
+    token = getattr(scope.get("user"), "access_token", None)
+    name = getattr(token, "client_id", None)
+    return name if isinstance(name, str) else None
+
+
+class MCPSessions:
+    """Over HTTP: each client session (its ``Mcp-Session-Id``) an ``MCPCommands`` of its
+    own, run in ``nursery``: opened at the session's first call, ended as finished when the
+    client ends the session (``DELETE``), when it is idle too long, or when the server
+    stops."""
+
+    def __init__(self, runtime: Runtime, options: RunOptions, nursery: trio.Nursery) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.nursery = nursery
+        self.live: set[MCPCommands] = set()
+
+    def server(self) -> Server[Any]:
+        return _server(self.runtime, self.call_tool)
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        connection = _connection(ctx)
+        commands = connection.state.get(_STATE_KEY)
+        if commands is None:
+            # The session belongs to the token that opened it, as a task of 'autogpt serve'.
+            options = attrs.evolve(self.options, owner=_token_name(ctx))
+            commands = connection.state[_STATE_KEY] = MCPCommands(self.runtime, options)
+            self.live.add(commands)
+            connection.exit_stack.callback(self._end, commands)
+            await self.nursery.start(commands.run)
+        result: types.CallToolResult = await commands.call_tool(ctx, params)
+        return result
+
+    def _end(self, commands: MCPCommands) -> None:
+        self.live.discard(commands)
+        commands.stop()
+
+    def stop(self) -> None:
+        for commands in list(self.live):
+            self._end(commands)
+
+
+MCP_PATH = "/mcp"
+
+
+class BearerOnly:
+    """The ASGI gate in front of the MCP endpoint: only ``/mcp``, only with a token.
+
+    The token's name becomes the request's user, so the session manager lets a session
+    be used only with the token that opened it (another token gets 404, as for a session
+    that does not exist). Lifespan events are answered here.
+    """
+
+    def __init__(self, app: Any, tokens: Tokens | None) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+        from starlette.responses import JSONResponse
+
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return  # no websockets: the connection is refused
+        if scope["path"].rstrip("/") != MCP_PATH:
+            response = JSONResponse(
+                {"error": f"not found: autogpt mcp serves MCP at {MCP_PATH} only"},
+                status_code=404,
+            )
+            await response(scope, receive, send)
+            return
+        if self.tokens is not None:
+            name = None
+            for key, value in scope["headers"]:
+                if key.lower() == b"authorization":
+                    scheme, _, given = value.decode("latin-1").partition(" ")
+                    if scheme.lower() == "bearer":
+                        name = self.tokens.name_of(given.strip())
+            if name is None:
+                response = JSONResponse(
+                    {
+                        "error": "unauthorized: send 'Authorization: Bearer TOKEN' with a "
+                        f"token of this server (tokens from {self.tokens.source})"
+                    },
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer realm="autogpt mcp"'},
+                )
+                await response(scope, receive, send)
+                return
+            user = AuthenticatedUser(AccessToken(token=name, client_id=name, scopes=[]))
+            scope = {**scope, "user": user}
+        await self.app(scope, receive, send)
+
+
+@attrs.define(eq=False)
+class MCPServerHandle:
+    """A running ``autogpt mcp --http``: where it listens, its tokens; ``stop()``."""
+
+    urls: list[str]
+    tokens: Tokens | None
+    runtime: Runtime
+    stopping: trio.Event
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+async def serve_http(
+    config: Config,
+    options: RunOptions,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    auth: bool = True,
+    idle_seconds: float = 1800.0,
+    pm_factory: Callable[[], HookManager] = HookManager,
+    task_status: trio.TaskStatus[MCPServerHandle] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve MCP over streamable HTTP at ``/mcp`` until ``MCPServerHandle.stop()``.
+
+    The tokens are ``autogpt serve``'s (``server/_auth.py``); ``auth=False`` is allowed
+    on loopback only. Each client session is an autogpt session (``MCPSessions``).
+    """
+    import hypercorn.config
+    import hypercorn.trio
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    if not auth and not is_loopback(host):
+        raise ConfigError(
+            f"--no-auth serves anyone who reaches {host}: it is allowed on loopback only "
+            "(--host 127.0.0.1); elsewhere use tokens (docs/server.md#tokens)"
+        )
+    tokens = (
+        load_tokens(config.server_tokens, config.data_dir, admins=config.server_admins)
+        if auth
+        else None
+    )
+    async with Runtime(config, pm_factory=pm_factory) as runtime:
+        if tokens is not None:
+            runtime.redactor.add(tokens.values)
+        async with trio.open_nursery() as nursery:
+            sessions = MCPSessions(runtime, options, nursery)
+            manager = StreamableHTTPSessionManager(
+                sessions.server(), session_idle_timeout=idle_seconds
+            )
+            app = SameOrigin(
+                BearerOnly(manager.handle_request, tokens), loopback_hosts_only=not auth
+            )
+            hconfig = hypercorn.config.Config()
+            bind_host = f"[{host}]" if ":" in host else host
+            hconfig.bind = [f"{bind_host}:{port}"]
+            hconfig.graceful_timeout = CLOSE_SECONDS
+            hconfig.accesslog = None  # requests carry tokens; nothing of them is logged
+            stopping = trio.Event()
+            http_scope = trio.CancelScope()
+            http_done = trio.Event()
+
+            async def run_http(task_status: trio.TaskStatus[list[str]]) -> None:
+                with http_scope:
+                    await hypercorn.trio.serve(
+                        app,  # type: ignore[arg-type]  # Starlette's ASGI types are looser
+                        hconfig,
+                        shutdown_trigger=stopping.wait,
+                        task_status=task_status,
+                    )
+                http_done.set()
+
+            async with manager.run():
+                urls: list[str] = await nursery.start(run_http)
+                task_status.started(MCPServerHandle(urls, tokens, runtime, stopping))
+                await stopping.wait()
+                # Open event streams keep hypercorn waiting: past a moment, close them.
+                with trio.move_on_after(CLOSE_SECONDS):
+                    await http_done.wait()
+                http_scope.cancel()
+            # The manager has closed every MCP session (each connection's exit stack
+            # stopped its autogpt session); those still open end as finished here.
+            sessions.stop()
