@@ -8,6 +8,9 @@ model, so consent, continuous mode and the masking of the token are the core's.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -430,6 +433,40 @@ def test_plugins_check_and_info_list_the_bridge(tmp_path: Path) -> None:
     assert "ap.createAgentTask" in names
     assert len(names) == 8
     assert {c["tool"] for c in bridged["commands"]} >= {"ap__createAgentTask"}
+
+
+def test_a_relative_spec_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    """'specs/ap.yml' in the config means the file beside the config, wherever autogpt is
+    started; the message for a missing one names the path it looked at."""
+    home = tmp_path / "home"
+    (home / "specs").mkdir(parents=True)
+    shutil.copy(AGENT_PROTOCOL, home / "specs" / "ap.yml")
+    services = {"ap": {"spec": "specs/ap.yml"}, "gone": {"spec": "specs/missing.yml"}}
+    config = {"plugins": {"enable": ["openapi"], "settings": {"openapi": {"services": services}}}}
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = cli_env(tmp_path, AUTOGPT_CONFIG=str(home / "config.yaml"))
+    info = subprocess.run(
+        [sys.executable, "-m", "autogpt_core", "plugins", "info", "openapi", "--json"],
+        env=env,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert info.returncode == 0, info.stderr
+    names = [c["name"] for c in json.loads(info.stdout)["bridged"]["commands"]]
+    assert "ap.createAgentTask" in names
+    check = subprocess.run(
+        [sys.executable, "-m", "autogpt_core", "plugins", "check"],
+        env=env,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert f"{home / 'specs' / 'missing.yml'} cannot be read" in check.stdout
 
 
 def test_manifest_declares_a_bounded_bridge() -> None:

@@ -75,7 +75,9 @@ class OpenAPIBridge:
         limits = limits_from(settings)
         for name, entry in sorted(services.items()):
             try:
-                loaded = load_service(str(name), entry, secret, limits)
+                loaded = load_service(
+                    str(name), entry, secret, limits, config_dir=settings.config_dir
+                )
             except ServiceError as exc:
                 unmapped(str(name), str(exc))
                 continue
@@ -117,8 +119,18 @@ def command_function(service: Service, operation: Operation) -> CommandFunction:
     return run
 
 
-def load_service(name: str, entry: object, secret: ReadSecret, limits: Limits) -> LoadedService:
-    """Read, parse and map one configured service; ``ServiceError`` says why it cannot."""
+def load_service(
+    name: str,
+    entry: object,
+    secret: ReadSecret,
+    limits: Limits,
+    *,
+    config_dir: Path | None = None,
+) -> LoadedService:
+    """Read, parse and map one configured service; ``ServiceError`` says why it cannot.
+
+    A relative file path in ``spec`` is relative to ``config_dir`` (the config file's
+    directory) when given, so it means the same wherever autogpt is started."""
     where = f"plugins.settings.openapi.services.{name}"
     if not isinstance(entry, Mapping) or not isinstance(entry.get("spec"), str):
         raise ServiceError(f"{where} needs 'spec': the path or http(s) URL of its OpenAPI document")
@@ -129,7 +141,7 @@ def load_service(name: str, entry: object, secret: ReadSecret, limits: Limits) -
         )
     auth = _auth(where, entry.get("auth"), secret)
     spec = str(entry["spec"])
-    document, spec_base = read_document(spec, limits)
+    document, spec_base = read_document(spec, limits, relative_to=config_dir)
     description = ""
     if _is_ai_plugin(document):
         assert isinstance(document, dict)
@@ -183,9 +195,12 @@ def _auth(where: str, raw: object, secret: ReadSecret) -> Auth:
     return Auth(kind=kind, header=str(header), token=token)
 
 
-def read_document(spec: str, limits: Limits) -> tuple[object, str]:
+def read_document(
+    spec: str, limits: Limits, *, relative_to: Path | None = None
+) -> tuple[object, str]:
     """The parsed document at ``spec`` (a path or an http(s) URL) and the base URL that
-    relative URLs in it are resolved against (``""`` for a file)."""
+    relative URLs in it are resolved against (``""`` for a file). A relative path is
+    taken from ``relative_to`` when given (else the working directory)."""
     scheme = urlsplit(spec).scheme.lower()
     if scheme in ("http", "https"):
         text = _fetch(spec, limits)
@@ -194,6 +209,8 @@ def read_document(spec: str, limits: Limits) -> tuple[object, str]:
         raise ServiceError(f"the spec {spec!r} is neither a file path nor an http(s) URL")
     else:
         path = Path(spec).expanduser()
+        if relative_to is not None and not path.is_absolute():
+            path = relative_to / path
         try:
             if path.stat().st_size > MAX_SPEC_BYTES:
                 raise ServiceError(f"the spec {path} is larger than {MAX_SPEC_BYTES:,} bytes")
