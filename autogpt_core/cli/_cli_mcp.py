@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from .._config import load_config
 from ._cli_run import _positive_int, run_unwrapped
-from ._cli_serve import _port
+from ._cli_serve import _port, announce, serve_until_signalled
 
 
 def add_mcp_parser(sub: Any) -> None:
@@ -78,62 +77,25 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def _serve_http(args: argparse.Namespace, config: Any, options: Any) -> int:
-    import trio
-
-    from hookspecs import printable
-
     from ..hooks._tracing import trace_factory
-    from ..server._mcp import MCP_PATH, MCPServerHandle, serve_http
+    from ..server._mcp import MCP_PATH, serve_http
 
-    async def main() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with trio.open_nursery() as nursery:
+    async def start(task_status: Any) -> None:
+        await serve_http(
+            config,
+            options,
+            host=args.host,
+            port=args.port,
+            auth=not args.no_auth,
+            idle_seconds=float(args.idle_timeout),
+            pm_factory=trace_factory(args.trace_hooks),
+            task_status=task_status,
+        )
 
-                async def run_server(task_status: Any) -> None:
-                    await serve_http(
-                        config,
-                        options,
-                        host=args.host,
-                        port=args.port,
-                        auth=not args.no_auth,
-                        idle_seconds=float(args.idle_timeout),
-                        pm_factory=trace_factory(args.trace_hooks),
-                        task_status=task_status,
-                    )
-                    nursery.cancel_scope.cancel()  # closed: the signal watcher goes too
-
-                handle: MCPServerHandle = await nursery.start(run_server)
-                for warning in handle.runtime.warnings():
-                    print(f"autogpt mcp: warning: {printable(warning)}", file=sys.stderr)
-                _announce(handle, MCP_PATH)
-                async for _ in signals:
-                    if handle.stopping.is_set():
-                        raise KeyboardInterrupt  # a second signal: stop now
-                    print(
-                        "autogpt mcp: stopping: calls in flight finish, sessions are saved "
-                        "(again to stop at once)",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    handle.stop()
-
-    run_unwrapped(main)
+    serve_until_signalled(
+        start,
+        lambda handle: announce(handle, "mcp", "serving MCP at {url}" + MCP_PATH),
+        "autogpt mcp: stopping: calls in flight finish, sessions are saved",
+    )
     print("autogpt mcp: stopped; every session was saved", file=sys.stderr)
     return 0
-
-
-def _announce(handle: Any, path: str) -> None:
-    lines = [f"autogpt mcp: serving MCP at {url}{path}" for url in handle.urls]
-    tokens = handle.tokens
-    if tokens is None:
-        lines.append("autogpt mcp: --no-auth: requests need no token")
-    elif tokens.created is not None:
-        lines += [
-            f"autogpt mcp: made a token for this server, stored in {tokens.source} "
-            "(readable by you only); it is shown this once:",
-            f"    {tokens.created}",
-            f"  send it as 'Authorization: Bearer TOKEN'; 'cat {tokens.source}' shows it again",
-        ]
-    else:
-        lines.append(f"autogpt mcp: tokens from {tokens.source}")
-    print("\n".join(lines), flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._config import load_config
@@ -108,14 +109,11 @@ def _port(text: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import trio
-
-    from hookspecs import printable
 
     from .._errors import ConfigError
     from ..agent._options import RunOptions
     from ..hooks._tracing import trace_factory
-    from ..server._serve import ServeOptions, ServerHandle, serve
+    from ..server._serve import ServeOptions, serve
     from ._cli_run import demo_recording
 
     config = _with_replay_settings(load_config(args.config), args)
@@ -143,6 +141,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
         llm=llm, model=args.model, base_url=args.base_url, max_cycles=args.max_cycles
     )
 
+    async def start(task_status: Any) -> None:
+        await serve(
+            config,
+            options,
+            run_options,
+            pm_factory=trace_factory(args.trace_hooks),
+            task_status=task_status,
+        )
+
+    serve_until_signalled(
+        start,
+        lambda handle: announce(handle, "serve", "listening on {url} (web console: {url}/)"),
+        "autogpt serve: stopping: each task finishes its cycle and is saved",
+    )
+    print("autogpt serve: stopped; every task was saved", file=sys.stderr)
+    return 0
+
+
+def serve_until_signalled(
+    start: Callable[[Any], Awaitable[None]],
+    announce: Callable[[Any], None],
+    stopping_message: str,
+) -> None:
+    """Run the server ``start`` starts (its handle has ``runtime``, ``stopping`` and
+    ``stop()``) until SIGINT or SIGTERM asks it to stop; a second signal stops it at once."""
+    import trio
+
+    from hookspecs import printable
+
     async def main() -> None:
         # Signals are caught from the start: one that comes while the server starts
         # stops it as cleanly as a later one.
@@ -150,47 +177,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
             async with trio.open_nursery() as nursery:
 
                 async def run_server(task_status: Any) -> None:
-                    await serve(
-                        config,
-                        options,
-                        run_options,
-                        pm_factory=trace_factory(args.trace_hooks),
-                        task_status=task_status,
-                    )
+                    await start(task_status)
                     nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
 
-                handle: ServerHandle = await nursery.start(run_server)
+                handle = await nursery.start(run_server)
                 for warning in handle.runtime.warnings():
                     print(f"autogpt: warning: {printable(warning)}", file=sys.stderr)
-                _announce(handle)
+                announce(handle)
                 async for _ in signals:
                     if handle.stopping.is_set():
                         raise KeyboardInterrupt  # a second signal: stop now
                     print(
-                        "autogpt serve: stopping: each task finishes its cycle and is saved "
-                        "(again to stop at once)",
-                        file=sys.stderr,
-                        flush=True,
+                        f"{stopping_message} (again to stop at once)", file=sys.stderr, flush=True
                     )
                     handle.stop()
 
     run_unwrapped(main)
-    print("autogpt serve: stopped; every task was saved", file=sys.stderr)
-    return 0
 
 
-def _announce(handle: Any) -> None:
-    lines = [f"autogpt serve: listening on {url} (web console: {url}/)" for url in handle.urls]
+def announce(handle: Any, command: str, listening: str) -> None:
+    """Where the server listens and which tokens it takes (a new one shown this once)."""
+    lines = [f"autogpt {command}: " + listening.format(url=url) for url in handle.urls]
     tokens = handle.tokens
     if tokens is None:
-        lines.append("autogpt serve: --no-auth: requests need no token")
+        lines.append(f"autogpt {command}: --no-auth: requests need no token")
     elif tokens.created is not None:
         lines += [
-            f"autogpt serve: made a token for this server, stored in {tokens.source} "
+            f"autogpt {command}: made a token for this server, stored in {tokens.source} "
             "(readable by you only); it is shown this once:",
             f"    {tokens.created}",
             f"  send it as 'Authorization: Bearer TOKEN'; 'cat {tokens.source}' shows it again",
         ]
     else:
-        lines.append(f"autogpt serve: tokens from {tokens.source}")
+        lines.append(f"autogpt {command}: tokens from {tokens.source}")
     print("\n".join(lines), flush=True)

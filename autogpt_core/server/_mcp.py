@@ -39,6 +39,7 @@ from ..agent._runtime import Channel, Runtime
 from ..hooks._hookcall import HookManager
 from ._auth import Tokens, load_tokens
 from ._hosts import is_loopback
+from ._listen import CLOSE_SECONDS, Listener
 from ._origin import SameOrigin
 
 try:
@@ -50,8 +51,6 @@ except ImportError as exc:  # pragma: no cover - the mcp extra is not installed
         "'autogpt mcp' needs the mcp package: pip install 'autogpt-core[mcp]'"
     ) from exc
 
-#: After ``stop()``: how long responses in flight may take to go out.
-CLOSE_SECONDS = 2.0
 
 #: The MCP request being answered in this task: consent and questions go to its client.
 _REQUEST: contextvars.ContextVar[Any] = contextvars.ContextVar("autogpt_mcp_request")
@@ -442,8 +441,6 @@ async def serve_http(
     The tokens are ``autogpt serve``'s (``server/_auth.py``); ``auth=False`` is allowed
     on loopback only. Each client session is an autogpt session (``MCPSessions``).
     """
-    import hypercorn.config
-    import hypercorn.trio
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     if not auth and not is_loopback(host):
@@ -467,33 +464,13 @@ async def serve_http(
             app = SameOrigin(
                 BearerOnly(manager.handle_request, tokens), loopback_hosts_only=not auth
             )
-            hconfig = hypercorn.config.Config()
-            bind_host = f"[{host}]" if ":" in host else host
-            hconfig.bind = [f"{bind_host}:{port}"]
-            hconfig.graceful_timeout = CLOSE_SECONDS
-            hconfig.accesslog = None  # requests carry tokens; nothing of them is logged
-            stopping = trio.Event()
-            http_scope = trio.CancelScope()
-            http_done = trio.Event()
-
-            async def run_http(task_status: trio.TaskStatus[list[str]]) -> None:
-                with http_scope:
-                    await hypercorn.trio.serve(
-                        app,  # type: ignore[arg-type]  # Starlette's ASGI types are looser
-                        hconfig,
-                        shutdown_trigger=stopping.wait,
-                        task_status=task_status,
-                    )
-                http_done.set()
-
+            listener = Listener(app, host, port, graceful_seconds=CLOSE_SECONDS)
             async with manager.run():
-                urls: list[str] = await nursery.start(run_http)
-                task_status.started(MCPServerHandle(urls, tokens, runtime, stopping))
-                await stopping.wait()
+                urls = await listener.start(nursery)
+                task_status.started(MCPServerHandle(urls, tokens, runtime, listener.stopping))
+                await listener.stopping.wait()
                 # Open event streams keep hypercorn waiting: past a moment, close them.
-                with trio.move_on_after(CLOSE_SECONDS):
-                    await http_done.wait()
-                http_scope.cancel()
+                await listener.close(CLOSE_SECONDS)
             # The manager has closed every MCP session (each connection's exit stack
             # stopped its autogpt session); those still open end as finished here.
             sessions.stop()

@@ -24,13 +24,12 @@ from ..store._open import is_postgres_url
 from ._app import Api, Limits
 from ._auth import Tokens, load_tokens
 from ._hosts import is_loopback
+from ._listen import CLOSE_SECONDS, Listener
 from ._origin import SameOrigin
 from ._tasks import Tasks
 
 #: How often a server on a shared store looks for autonomous tasks whose server died.
 ORPHAN_SECONDS = 5.0
-#: After the tasks have stopped: how long responses in flight may take to go out.
-CLOSE_SECONDS = 2.0
 
 
 @attrs.frozen
@@ -72,8 +71,6 @@ async def serve(
     task_status: trio.TaskStatus[ServerHandle] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until stopped; ``task_status.started`` gets the ``ServerHandle``."""
-    import hypercorn.config
-    import hypercorn.trio
 
     if not options.auth and not is_loopback(options.host):
         raise ConfigError(
@@ -101,27 +98,12 @@ async def serve(
                 shared_store=is_postgres_url(runtime.store_location),
             )
             api = Api(tasks, tokens, Limits(options.body_bytes, options.upload_bytes))
-            hconfig = hypercorn.config.Config()
-            host = f"[{options.host}]" if ":" in options.host else options.host
-            hconfig.bind = [f"{host}:{options.port}"]
-            hconfig.graceful_timeout = options.drain_seconds + 5.0
-            hconfig.accesslog = None  # requests carry tokens; nothing of them is logged
-            stopping = trio.Event()
             app = SameOrigin(api.app(), loopback_hosts_only=not options.auth)
-            http_scope = trio.CancelScope()
-            http_done = trio.Event()
-
-            async def run_http(task_status: trio.TaskStatus[list[str]]) -> None:
-                with http_scope:
-                    await hypercorn.trio.serve(
-                        app,  # type: ignore[arg-type]  # Starlette's ASGI types are looser
-                        hconfig,
-                        shutdown_trigger=stopping.wait,
-                        task_status=task_status,
-                    )
-                http_done.set()
-
-            urls: list[str] = await nursery.start(run_http)
+            listener = Listener(
+                app, options.host, options.port, graceful_seconds=options.drain_seconds + 5.0
+            )
+            stopping = listener.stopping
+            urls = await listener.start(nursery)
             if tasks.shared_store:
                 nursery.start_soon(tasks.watch_orphans, ORPHAN_SECONDS)
                 nursery.start_soon(tasks.listen_for_changes, ORPHAN_SECONDS)
@@ -132,7 +114,5 @@ async def serve(
             await tasks.drain(options.drain_seconds)
             # Every task is stopped and every stream told to end: what is left are
             # connections hypercorn keeps open; give responses a moment to go out.
-            with trio.move_on_after(CLOSE_SECONDS):
-                await http_done.wait()
-            http_scope.cancel()
+            await listener.close(CLOSE_SECONDS)
         # hypercorn has returned: every connection is closed; the nursery is done.

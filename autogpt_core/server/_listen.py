@@ -1,0 +1,58 @@
+"""``Listener``: an ASGI app on hypercorn's trio worker, in the caller's nursery, that
+stops accepting on ``stop()`` and is closed for good by ``close()``.
+
+``autogpt serve`` and ``autogpt mcp --http`` both serve this way; nothing of a request is
+logged (requests carry tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+#: After ``stop()``: how long responses in flight may take to go out before ``close()``
+#: closes the connections still open (event streams stay open by design).
+CLOSE_SECONDS = 2.0
+
+
+class Listener:
+    def __init__(self, app: Any, host: str, port: int, *, graceful_seconds: float) -> None:
+        import hypercorn.config
+
+        self.app = app
+        self.config = hypercorn.config.Config()
+        bind_host = f"[{host}]" if ":" in host else host
+        self.config.bind = [f"{bind_host}:{port}"]
+        self.config.graceful_timeout = graceful_seconds
+        self.config.accesslog = None  # requests carry tokens; nothing of them is logged
+        self.stopping = trio.Event()
+        self._scope = trio.CancelScope()
+        self._done = trio.Event()
+
+    async def start(self, nursery: trio.Nursery) -> list[str]:
+        """Listen, in ``nursery``; returns the URLs it listens on."""
+        urls: list[str] = await nursery.start(self._serve)
+        return urls
+
+    async def _serve(self, task_status: trio.TaskStatus[list[str]]) -> None:
+        import hypercorn.trio
+
+        with self._scope:
+            await hypercorn.trio.serve(
+                self.app,
+                self.config,
+                shutdown_trigger=self.stopping.wait,
+                task_status=task_status,
+            )
+        self._done.set()
+
+    def stop(self) -> None:
+        """Stop accepting; requests in flight go on."""
+        self.stopping.set()
+
+    async def close(self, seconds: float = CLOSE_SECONDS) -> None:
+        """Wait up to ``seconds`` for hypercorn to finish, then close what is left."""
+        with trio.move_on_after(seconds):
+            await self._done.wait()
+        self._scope.cancel()
