@@ -15,9 +15,31 @@ from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
 from autogpt_core.plugins._loader import load
 from autogpt_core.store._storage import Store
-from hookspecs import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
+from hookspecs import (
+    Confirmation,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    Role,
+    ToolCall,
+    Usage,
+    hookimpl,
+)
 
 GOAL = "Write notes.txt, remember it, finish."
+
+
+class Answerer:
+    """Answers every confirmation with ``approved``, noting each request."""
+
+    def __init__(self, approved: bool) -> None:
+        self.approved = approved
+        self.asked: list[Any] = []
+
+    @hookimpl
+    def confirm(self, session: Any, request: Any) -> Confirmation:
+        self.asked.append(request)
+        return Confirmation(approved=self.approved, reason="the test decides")
 
 
 def _config(tmp_path: Path, **kwargs: Any) -> Config:

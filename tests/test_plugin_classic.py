@@ -35,10 +35,10 @@ from autogpt_core.plugins._loader import LOADED, PluginSet, load
 from autogpt_core.plugins._manifest import load_manifest
 from autogpt_core.store._storage import Store
 from autogpt_plugins.classic import ClassicBridge, hint_schema, package_dirs, parameters_schema
-from hookspecs import Confirmation, LLMResponse, Message, PluginSettings, Role, Usage, hookimpl
+from hookspecs import LLMResponse, Message, PluginSettings, Role, Usage
 from tests import strategies
 from tests.clirun import autogpt, cli_env
-from tests.scripted import ScriptedProvider, _reply, _tool_answers
+from tests.scripted import Answerer, ScriptedProvider, _reply, _tool_answers
 
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "autogpt_plugins" / "classic" / "autogpt-plugin.yaml"
@@ -224,19 +224,6 @@ def greeter(tmp_path: Path) -> Path:
         tmp_path / "classic.log",
         extra={"words.py": WORDS},
     )
-
-
-class Answerer:
-    """Answers every confirmation with ``approved``, noting each request."""
-
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.asked: list[Any] = []
-
-    @hookimpl
-    def confirm(self, session: Any, request: Any) -> Confirmation:
-        self.asked.append(request)
-        return Confirmation(approved=self.approved, reason="the test decides")
 
 
 def _config(

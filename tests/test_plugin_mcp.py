@@ -26,8 +26,8 @@ from autogpt_core._config import DEFAULT_GRANTS, Config
 from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
 from autogpt_core.plugins._loader import LOADED, PluginSet, load
-from hookspecs import Confirmation, LLMResponse, hookimpl
-from tests.scripted import ScriptedProvider, _reply, _tool_answers
+from hookspecs import LLMResponse
+from tests.scripted import Answerer, ScriptedProvider, _reply, _tool_answers
 
 SERVER = textwrap.dedent(
     '''
@@ -72,19 +72,6 @@ SERVER = textwrap.dedent(
     '''
 )
 KEY = "notes-k3y-0123456789abcdef"
-
-
-class Answerer:
-    """Answers every confirmation with ``approved``, noting each request."""
-
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.asked: list[Any] = []
-
-    @hookimpl
-    def confirm(self, session: Any, request: Any) -> Confirmation:
-        self.asked.append(request)
-        return Confirmation(approved=self.approved, reason="the test decides")
 
 
 @pytest.fixture

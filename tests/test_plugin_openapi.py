@@ -31,10 +31,10 @@ from autogpt_core.plugins._loader import LOADED, load
 from autogpt_core.plugins._manifest import BridgedDecl, Manifest, load_manifest, parameter_issues
 from autogpt_core.store._storage import Store
 from autogpt_plugins.openapi import map_document
-from hookspecs import Confirmation, LLMResponse, hookimpl
+from hookspecs import LLMResponse
 from tests import strategies
 from tests.clirun import autogpt, cli_env
-from tests.scripted import ScriptedProvider, _reply, _tool_answers
+from tests.scripted import Answerer, ScriptedProvider, _reply, _tool_answers
 
 TOKEN = "tok-5ecret-pets-0123456789"
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,19 +186,6 @@ def pets() -> Iterator[PetService]:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-class Answerer:
-    """Answers every confirmation with ``approved``, noting each request."""
-
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.asked: list[Any] = []
-
-    @hookimpl
-    def confirm(self, session: Any, request: Any) -> Confirmation:
-        self.asked.append(request)
-        return Confirmation(approved=self.approved, reason="the test decides")
 
 
 def _config(tmp_path: Path, spec: str, *, grants: Sequence[str] = ()) -> Config:
