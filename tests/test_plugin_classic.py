@@ -640,6 +640,46 @@ def test_a_package_naming_no_allowed_class_is_never_imported(tmp_path: Path) -> 
     assert "split imported" in _log(tmp_path)
 
 
+def test_a_package_whose_names_cannot_be_read_is_never_imported(tmp_path: Path) -> None:
+    """An __init__.py that imports * (or is not Python) cannot say which classes it holds
+    without running: it is reported with the fix, and none of its code runs, even with
+    the class it would define allowed. A class imported inside a top-level try is seen."""
+    log = tmp_path / "classic.log"
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    classic_zip(
+        plugins / "star.zip",
+        "star",
+        '\nfrom os.path import *\nlog("star imported")\n' + GREETER,
+        log,
+    )
+    classic_zip(
+        plugins / "guarded.zip",
+        "guarded",
+        "\ntry:\n    from ._plugin import Guarded\nexcept ImportError:\n    raise\n"
+        'log("guarded imported")\n',
+        log,
+        extra={
+            "_plugin.py": "from auto_gpt_plugin_template import AutoGPTPluginTemplate\n"
+            "from ._defaults import Defaults\n\n\n"
+            "class Guarded(Defaults, AutoGPTPluginTemplate):\n    pass\n"
+        },
+    )
+    sources = ["plugins/star.zip", "plugins/guarded.zip"]
+    plugins_set = _load(_config(tmp_path, sources, ["Greeter", "Guarded"]))
+    record = plugins_set.records["classic"]
+    reasons = dict(record.unmapped)
+    star = reasons["plugins/star.zip: star"]
+    assert star.startswith("not imported: its ")
+    assert "imports * (from os.path import *)" in star
+    assert "from .module import PluginClass" in star
+    assert "star imported" not in _log(tmp_path)
+    assert "guarded imported" in _log(tmp_path)
+    # Greeter is allowed but was never found: its package was not imported.
+    assert "Greeter" in reasons
+    assert "Guarded" not in reasons
+
+
 # --- hints, names ------------------------------------------------------------------------
 
 

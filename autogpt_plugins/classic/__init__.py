@@ -146,7 +146,15 @@ class ClassicBridge:
             searched: list[str] = []
             for package in found:
                 declared = package.declared
-                if declared is not None and not _names_allowed(declared.names, allowed):
+                if declared.unreadable is not None:
+                    searched.append(package.name)
+                    classes += 1  # reported here, not as a package without a plugin class
+                    unmapped(
+                        f"{package.source}: {package.name}",
+                        f"not imported: {declared.unreadable}",
+                    )
+                    continue
+                if not _names_allowed(declared.names, allowed):
                     # Never imported, so its code never runs: reported as _load reports a
                     # class not in the allowlist, for each class it defines (one defining
                     # none holds no plugin class, reported below).

@@ -47,6 +47,9 @@ class Declared:
 
     classes: tuple[str, ...]
     imports: frozenset[str]
+    #: Why the file could not be read without running it (then nothing else is known,
+    #: and the package is never imported).
+    unreadable: str | None = None
 
     @property
     def names(self) -> frozenset[str]:
@@ -62,9 +65,8 @@ class Package:
     location: str
     name: str
     token: str
-    #: What its ``__init__.py`` declares, read without running it (``declared_names``);
-    #: ``None`` when that cannot be known.
-    declared: Declared | None = None
+    #: What its ``__init__.py`` declares, read without running it (``declared_names``).
+    declared: Declared = Declared((), frozenset(), "it was not read")
 
     @property
     def module_name(self) -> str:
@@ -157,24 +159,54 @@ def _packages(
     return found
 
 
-def declared_names(read: Callable[[str], bytes], init: str) -> Declared | None:
-    """The classes ``init`` (a package's ``__init__.py``) defines at its top level and the
-    names it imports, read without running it: a package naming no allowed class is never
-    imported. ``None`` when it cannot be told (unreadable, not Python, a ``*`` import)."""
+def declared_names(read: Callable[[str], bytes], init: str) -> Declared:
+    """The classes ``init`` (a package's ``__init__.py``) defines and the names it imports,
+    read without running it: a package naming no allowed class is never imported.
+
+    Top-level statements count, and those inside top-level ``if``/``try``/``with`` blocks
+    (``try: from .x import Plugin``). When the names cannot be told -- the file cannot be
+    read, is not Python, or imports ``*`` -- ``unreadable`` says why, and the package is
+    never imported either: its code would run before anyone knew which classes it holds.
+    """
     try:
         tree = ast.parse(read(init))
-    except (OSError, KeyError, SyntaxError, ValueError, zipfile.BadZipFile):
-        return None
+    except SyntaxError as exc:
+        return Declared(
+            (), frozenset(), f"its {init} is not valid Python ({exc.msg}, line {exc.lineno})"
+        )
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        return Declared((), frozenset(), f"its {init} cannot be read ({exc})")
     classes: list[str] = []
     imports: set[str] = set()
-    for node in tree.body:
+    nodes = list(tree.body)
+    while nodes:
+        node = nodes.pop(0)
         if isinstance(node, ast.ClassDef):
             classes.append(node.name)
         elif isinstance(node, ast.Import | ast.ImportFrom):
             for alias in node.names:
                 if alias.name == "*":
-                    return None
-                imports.add(alias.asname or alias.name.rpartition(".")[2])
+                    return Declared(
+                        (),
+                        frozenset(),
+                        f"its {init} imports * (from {'.' * getattr(node, 'level', 0)}"
+                        f"{getattr(node, 'module', None) or ''} import *), so which classes it "
+                        "holds cannot be told without running it: import the plugin class by "
+                        "its name there (from .module import PluginClass)",
+                    )
+                if alias.asname:
+                    imports.add(alias.asname)
+                elif isinstance(node, ast.ImportFrom):
+                    imports.add(alias.name)
+                else:
+                    imports.add(alias.name.partition(".")[0])  # 'import a.b' binds a
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            nodes[:0] = [
+                *node.body,
+                *getattr(node, "orelse", ()),
+                *getattr(node, "finalbody", ()),
+                *(n for handler in getattr(node, "handlers", ()) for n in handler.body),
+            ]
     return Declared(tuple(classes), frozenset(imports))
 
 
@@ -186,7 +218,7 @@ def package_dirs(names: Iterable[str]) -> list[tuple[str, str]]:
         name.removesuffix("/__init__.py")
         for name in names
         if name.endswith("/__init__.py")
-        and not name.startswith(_SKIPPED_DIRS)
+        and not name.startswith((*_SKIPPED_DIRS, "/"))
         and "/." not in f"/{name}"
     }
     classic = []
