@@ -444,7 +444,7 @@ async def test_hooks_are_mapped_and_change_the_run(greeter: Path, tmp_path: Path
     # post_planning set times to 1, pre_command put the name in capitals.
     assert [line for line in log if line.startswith("greet")] == ["greet ADA 1"]
     answer = _tool_answers(provider.requests[1])[0]
-    assert "\nHello, ADA! (post_command saw Greeter__greet)\n</data>" in answer
+    assert "\nHello, ADA! (post_command saw greet)\n</data>" in answer
     assistant = [m for m in provider.requests[1].messages if m.role is Role.ASSISTANT]
     assert assistant[0].content == "I will greet ada [watched]"
     planned = [e["data"] for e in events if e["kind"] == "plan"]
@@ -678,6 +678,115 @@ def test_a_package_whose_names_cannot_be_read_is_never_imported(tmp_path: Path) 
     # Greeter is allowed but was never found: its package was not imported.
     assert "Greeter" in reasons
     assert "Guarded" not in reasons
+
+
+KEEPER = """
+import sqlite3
+import threading
+import time
+
+
+class Keeper(Defaults, AutoGPTPluginTemplate):
+    \"\"\"Keeps a SQLite connection made in __init__, as Auto-GPT 0.4 plugins may: usable
+    only in the thread that made it.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.db = sqlite3.connect(":memory:")
+        self.threads = {threading.get_ident()}
+
+    def can_handle_post_prompt(self):
+        self.threads.add(threading.get_ident())
+        return True
+
+    def post_prompt(self, prompt):
+        prompt.add_command("Keep a value", "keep", {"value": "<text>"}, self.keep)
+        prompt.add_command("Keep a value, loudly", "keep_loud", {"value": "<text>"}, self.loud)
+        return prompt
+
+    def keep(self, value):
+        self.threads.add(threading.get_ident())
+        (kept,) = self.db.execute("SELECT ?", (value,)).fetchone()
+        return f"kept {kept} in {len(self.threads)} thread(s)"
+
+    def loud(self, value):
+        return self.keep(value.upper())
+
+    def can_handle_pre_command(self):
+        return True
+
+    def pre_command(self, command_name, arguments):
+        log(f"pre_command {command_name}")
+        if command_name == "keep" and arguments.get("value") == "shout":
+            return "keep_loud", arguments
+        return command_name, arguments
+
+    def can_handle_post_command(self):
+        return True
+
+    def post_command(self, command_name, response):
+        # Blocking, as a plugin of a single-threaded agent may: the event loop goes on.
+        time.sleep(0.3)
+        self.threads.add(threading.get_ident())
+        log(f"post_command {command_name}")
+        return response
+"""
+
+
+async def test_a_plugin_runs_in_one_thread_of_its_own_off_the_event_loop(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Creating a classic plugin, its post_prompt, its commands and its hooks all run in
+    one thread (a SQLite connection made in __init__ works in its commands), never on the
+    event loop (a post_command that sleeps blocks nothing); pre_command and post_command
+    are given add_command's names, and a rename to another of its commands is followed."""
+    log = tmp_path / "classic.log"
+    (tmp_path / "plugins").mkdir()
+    classic_zip(tmp_path / "plugins" / "keeper.zip", "keeper", KEEPER, log)
+    config = _config(tmp_path, ["plugins/keeper.zip"], ["Keeper"], grants=["bridge:classic"])
+    replies = [
+        _reply("Keeper__keep", {"value": "apple"}, "k1"),
+        _reply("Keeper__keep", {"value": "shout"}, "k2"),
+        FINISH,
+    ]
+    outcome, provider, events = await _run(tmp_path, config, replies)
+    assert outcome.status == "finished"
+    results = [e["data"] for e in events if e["kind"] == "result"]
+    assert results[0]["output"] == "kept apple in 1 thread(s)"
+    assert results[1]["command"] == "Keeper.keep_loud"
+    assert results[1]["output"] == "kept SHOUT in 1 thread(s)"
+    assert _log(tmp_path) == [
+        "pre_command keep",
+        "post_command keep",
+        "pre_command keep",
+        "post_command keep_loud",
+        "pre_command finish",
+        "post_command finish",
+    ]
+    assert "blocked the event loop" not in capfd.readouterr().err
+
+
+PICKY = """
+
+class Picky(Defaults, AutoGPTPluginTemplate):
+    def can_handle_pre_command(self):
+        raise RuntimeError("cannot tell")
+"""
+
+
+async def test_a_failing_pre_command_check_lets_no_command_through(
+    greeter: Path, tmp_path: Path
+) -> None:
+    """A can_handle_pre_command that raises is a failing check, as a raising pre_command
+    is: the command is refused, not run unchecked."""
+    classic_zip(tmp_path / "plugins" / "picky.zip", "picky", PICKY, tmp_path / "classic.log")
+    sources = ["plugins/greeter.zip", "plugins/picky.zip"]
+    config = _config(tmp_path, sources, ["Greeter", "Picky"], grants=["bridge:classic"])
+    outcome, provider, events = await _run(tmp_path, config, [GREET, FINISH])
+    assert not any(line.startswith("greet") for line in _log(tmp_path))
+    results = [e["data"] for e in events if e["kind"] == "result"]
+    assert results[0]["ok"] is False
+    assert "can_handle_pre_command raised RuntimeError: cannot tell" in results[0]["error"]
 
 
 # --- hints, names ------------------------------------------------------------------------

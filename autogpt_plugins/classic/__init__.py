@@ -31,7 +31,6 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any
 
 import attrs
-import trio
 
 from hookspecs import (
     CommandCall,
@@ -72,8 +71,12 @@ from ._mapping import (
     report_text,
 )
 from ._prompt import PromptGenerator, command_name, hint_schema, parameters_schema, prompt_text
+from ._thread import PluginThread
 
 TEMPLATE_MODULE = "auto_gpt_plugin_template"
+#: How long creating a classic plugin, its ``post_prompt`` or a ``can_handle_X`` may take
+#: at load before the plugin is reported as stuck (its thread is left to finish).
+LOAD_SECONDS = 60.0
 _WHERE = "plugins.settings.classic"
 
 
@@ -92,6 +95,8 @@ class Classic:
     class_name: str
     instance: Any
     prompt: PromptGenerator
+    #: Where every call of its code runs, one at a time (``_thread.py``).
+    thread: PluginThread
     prompt_text: str = ""
 
 
@@ -100,6 +105,11 @@ class ClassicBridge:
 
     def __init__(self) -> None:
         self._plugins: list[Classic] = []
+        # A classic command's names: the core's (PREFIX.NAME and the tool PREFIX__NAME)
+        # -> add_command's NAME, which the plugins' pre_command/post_command are given;
+        # and back, for a pre_command that renames a call to another classic command.
+        self._classic_names: dict[str, str] = {}
+        self._ours: dict[str, str] = {}
         self._errors: dict[str, list[str]] = {}
         self._conversations: dict[str, tuple[Message, ...]] = {}
         self._max_output = 20_000
@@ -110,7 +120,10 @@ class ClassicBridge:
     def register_bridged_commands(
         self, register: RegisterBridgedCommand, settings: PluginSettings, unmapped: ReportUnmapped
     ) -> None:
+        self._close_threads()  # of the previous load: their calls made so far still run
         self._plugins = []
+        self._classic_names = {}
+        self._ours = {}
         values = settings.values
         self._max_output = int(values.get("max_output", 20_000))
         try:
@@ -218,9 +231,11 @@ class ClassicBridge:
                 "AutoGPTPluginTemplate requires (is it written for another template version?)",
             )
             return
+        thread = PluginThread(key)
         try:
-            instance = cls()
+            instance = thread.call(cls, timeout=LOAD_SECONDS)
         except Exception as exc:
+            thread.close()
             unmapped(
                 what,
                 f"creating it failed: {type(exc).__name__}: {exc}; check what it needs "
@@ -228,11 +243,13 @@ class ClassicBridge:
             )
             return
         loaded.add(key)
-        plugin = Classic(key, package.source, name, instance, PromptGenerator())
+        plugin = Classic(key, package.source, name, instance, PromptGenerator(), thread)
         self._plugins.append(plugin)
         if self._wants_at_load(plugin, "post_prompt", unmapped):
             try:
-                instance.post_prompt(plugin.prompt)
+                thread.call(
+                    functools.partial(instance.post_prompt, plugin.prompt), timeout=LOAD_SECONDS
+                )
             except Exception as exc:
                 plugin.prompt = PromptGenerator()
                 unmapped(
@@ -253,7 +270,8 @@ class ClassicBridge:
             return False
         try:
             # Auto-GPT asked about embeddings with the text; any text says whether it can.
-            return bool(can("") if method == "text_embedding" else can())
+            args = ("",) if method == "text_embedding" else ()
+            return bool(plugin.thread.call(functools.partial(can, *args), timeout=LOAD_SECONDS))
         except Exception as exc:
             unmapped(
                 f"{plugin.prefix}: can_handle_{method}",
@@ -280,6 +298,9 @@ class ClassicBridge:
                 unmapped(where, "its add_command args are not a mapping of names to hints")
                 continue
             label = str(command["label"] or "").strip()
+            raw = str(raw_name)
+            self._classic_names.update({where: raw, f"{plugin.prefix}__{name}": raw})
+            self._ours.setdefault(raw, where)
             register(
                 where,
                 self._command(plugin, name, function),
@@ -290,13 +311,11 @@ class ClassicBridge:
 
     def _command(self, plugin: Classic, name: str, function: Callable[..., Any]) -> CommandFunction:
         """The function behind one bridged command: Auto-GPT called it with the arguments
-        as keywords; it may block, so it runs in a worker thread."""
+        as keywords; it runs in the plugin's thread (it may block)."""
 
         async def run(**arguments: Any) -> CommandResult:
             try:
-                output = await trio.to_thread.run_sync(
-                    functools.partial(function, **arguments), abandon_on_cancel=True
-                )
+                output = await plugin.thread.run(functools.partial(function, **arguments))
             except Exception as exc:
                 return CommandResult.failure(
                     f"the command {plugin.prefix}.{name} of the classic plugin "
@@ -309,17 +328,41 @@ class ClassicBridge:
 
     # --- in a session --------------------------------------------------------------------
 
-    def _wants(
-        self, session: SessionView, plugin: Classic, method: str, *args: Any, **kw: Any
-    ) -> bool:
-        can = getattr(plugin.instance, f"can_handle_{method}", None)
-        if not callable(can):
-            return False
-        try:
-            return bool(can(*args, **kw))
-        except Exception as exc:
-            self._note(session, plugin, f"can_handle_{method}", exc)
-            return False
+    async def _if_can(
+        self,
+        session: SessionView,
+        plugin: Classic,
+        method: str,
+        can_args: tuple[Any, ...],
+        call: Callable[[], Any],
+        *,
+        strict: bool = False,
+    ) -> tuple[bool, Any]:
+        """In the plugin's thread, in one hop: ``can_handle_<method>(*can_args)``, then
+        ``call()`` if it said yes. Returns ``(called, what call returned)``. A failing
+        ``can_handle`` is noted (raised, with ``strict``); a failing ``call`` raises."""
+
+        def both() -> tuple[str, Any]:
+            can = getattr(plugin.instance, f"can_handle_{method}", None)
+            if not callable(can):
+                return "no", None
+            try:
+                if not can(*can_args):
+                    return "no", None
+            except Exception as exc:
+                return "can failed", exc
+            return "yes", call()
+
+        answer, value = await plugin.thread.run(both)
+        if answer == "can failed":
+            if strict:
+                raise ClassicPluginError(
+                    f"classic plugin {plugin.prefix} ({plugin.source}): can_handle_{method} "
+                    f"raised {type(value).__name__}: {value}"
+                ) from value
+            self._note(session, plugin, f"can_handle_{method}", value)
+            return False, None
+        return answer == "yes", value
 
     def _note(self, session: SessionView, plugin: Classic, method: str, exc: Exception) -> None:
         self._errors.setdefault(session.id, []).append(
@@ -333,23 +376,29 @@ class ClassicBridge:
             raise ClassicPluginError("; ".join(errors))
 
     @hookimpl
-    def build_prompt(self, session: SessionView, prompt: PromptBuilder) -> None:
+    async def build_prompt(self, session: SessionView, prompt: PromptBuilder) -> None:
         conversation = message_dicts(self._conversations.get(session.id, ()))
         for plugin in self._plugins:
             if plugin.prompt_text:
                 prompt.add_data(
                     plugin.prompt_text, source=f"classic Auto-GPT plugin {plugin.prefix}"
                 )
-            if self._wants(session, plugin, "on_planning"):
-                try:
-                    text = plugin.instance.on_planning(plugin.prompt, conversation)
-                except Exception as exc:
-                    self._note(session, plugin, "on_planning", exc)
-                    continue
-                if isinstance(text, str) and text.strip():
-                    prompt.add_data(
-                        text, source=f"classic Auto-GPT plugin {plugin.prefix} (on_planning)"
-                    )
+            instance = plugin.instance
+            try:
+                called, text = await self._if_can(
+                    session,
+                    plugin,
+                    "on_planning",
+                    (),
+                    _late(instance, "on_planning", plugin.prompt, conversation),
+                )
+            except Exception as exc:
+                self._note(session, plugin, "on_planning", exc)
+                continue
+            if called and isinstance(text, str) and text.strip():
+                prompt.add_data(
+                    text, source=f"classic Auto-GPT plugin {plugin.prefix} (on_planning)"
+                )
         self._report_errors(session)
 
     @hookimpl(specname="llm_request")
@@ -357,30 +406,24 @@ class ClassicBridge:
         self, session: SessionView, request: LLMRequest
     ) -> LLMResponse | None:
         """A classic plugin that handles the chat completion answers it (text only)."""
-        wanting = []
         messages = message_dicts(request.messages)
         model = request.model or ""
         temperature = request.temperature if request.temperature is not None else 0.0
         max_tokens = request.max_tokens or 0
+        args = (messages, model, temperature, max_tokens)
         for plugin in self._plugins:
-            if self._wants(
-                session, plugin, "chat_completion", messages, model, temperature, max_tokens
-            ):
-                wanting.append(plugin)
-        for plugin in wanting:
             try:
-                text = await trio.to_thread.run_sync(
-                    plugin.instance.handle_chat_completion,
-                    messages,
-                    model,
-                    temperature,
-                    max_tokens,
-                    abandon_on_cancel=True,
+                called, text = await self._if_can(
+                    session,
+                    plugin,
+                    "chat_completion",
+                    args,
+                    _late(plugin.instance, "handle_chat_completion", *args),
                 )
             except Exception as exc:
                 self._note(session, plugin, "handle_chat_completion", exc)
                 continue
-            if isinstance(text, str):
+            if called and isinstance(text, str):
                 return LLMResponse(Message(Role.ASSISTANT, text), model=request.model)
         return None
 
@@ -395,14 +438,18 @@ class ClassicBridge:
         if isinstance(response, LLMResponse) and response.message.content:
             text = response.message.content
             for plugin in self._plugins:
-                if not self._wants(session, plugin, "on_response"):
-                    continue
                 try:
-                    changed = plugin.instance.on_response(text)
+                    called, changed = await self._if_can(
+                        session,
+                        plugin,
+                        "on_response",
+                        (),
+                        _late(plugin.instance, "on_response", text),
+                    )
                 except Exception as exc:
                     self._note(session, plugin, "on_response", exc)
                     continue
-                if isinstance(changed, str):
+                if called and isinstance(changed, str):
                     text = changed
             if text != response.message.content:
                 message = attrs.evolve(response.message, content=text)
@@ -410,13 +457,18 @@ class ClassicBridge:
         yield response
 
     @hookimpl
-    def post_plan(self, session: SessionView, review: PlanReview) -> None:
+    async def post_plan(self, session: SessionView, review: PlanReview) -> None:
         for plugin in self._plugins:
-            if not self._wants(session, plugin, "post_planning"):
-                continue
             try:
-                reply = plugin.instance.post_planning(reply_dict(review.plan))
-                review.plan = plan_from_reply(reply, review.plan)
+                called, reply = await self._if_can(
+                    session,
+                    plugin,
+                    "post_planning",
+                    (),
+                    _late(plugin.instance, "post_planning", reply_dict(review.plan)),
+                )
+                if called:
+                    review.plan = plan_from_reply(reply, review.plan)
             except ReplyError as exc:
                 self._errors.setdefault(session.id, []).append(
                     f"classic plugin {plugin.prefix} ({plugin.source}): post_planning was "
@@ -427,19 +479,30 @@ class ClassicBridge:
         self._report_errors(session)
 
     @hookimpl
-    def pre_command(self, session: SessionView, review: CommandReview) -> None:
+    async def pre_command(self, session: SessionView, review: CommandReview) -> None:
         for plugin in self._plugins:
-            if not self._wants(session, plugin, "pre_command"):
-                continue
             call = review.call
+            # Auto-GPT gave a command's own name (add_command's), not the prefixed one.
+            shown = self._classic_names.get(call.command, call.command)
             try:
-                changed = plugin.instance.pre_command(call.command, dict(call.arguments))
-            except Exception as exc:
                 # A failing check never lets a command through: the core refuses it.
+                called, changed = await self._if_can(
+                    session,
+                    plugin,
+                    "pre_command",
+                    (),
+                    _late(plugin.instance, "pre_command", shown, dict(call.arguments)),
+                    strict=True,
+                )
+            except ClassicPluginError:
+                raise
+            except Exception as exc:
                 raise ClassicPluginError(
                     f"classic plugin {plugin.prefix} ({plugin.source}): pre_command raised "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
+            if not called:
+                continue
             if (
                 not isinstance(changed, (tuple, list))
                 or len(changed) != 2
@@ -450,23 +513,29 @@ class ClassicBridge:
                     f"classic plugin {plugin.prefix} ({plugin.source}): pre_command returned "
                     f"{type(changed).__name__}, not (command name, arguments)"
                 )
-            review.call = CommandCall(changed[0], dict(changed[1]), call.call_id)
+            name = call.command if changed[0] == shown else self._ours.get(changed[0], changed[0])
+            review.call = CommandCall(name, dict(changed[1]), call.call_id)
 
     @hookimpl
-    def post_command(
+    async def post_command(
         self, session: SessionView, call: CommandCall, result: CommandResult
     ) -> CommandResult | None:
         said = result.output if result.ok else (result.error or "")
         text = said
+        shown = self._classic_names.get(call.command, call.command)
         for plugin in self._plugins:
-            if not self._wants(session, plugin, "post_command"):
-                continue
             try:
-                changed = plugin.instance.post_command(call.command, text)
+                called, changed = await self._if_can(
+                    session,
+                    plugin,
+                    "post_command",
+                    (),
+                    _late(plugin.instance, "post_command", shown, text),
+                )
             except Exception as exc:
                 self._note(session, plugin, "post_command", exc)
                 continue
-            if isinstance(changed, str):
+            if called and isinstance(changed, str):
                 text = changed
         if text == said:
             return None
@@ -477,29 +546,31 @@ class ClassicBridge:
     @hookimpl
     async def user_input(self, session: SessionView, question: str) -> str | None:
         for plugin in self._plugins:
-            if not self._wants(session, plugin, "user_input", user_input=question):
-                continue
             try:
-                answer = await trio.to_thread.run_sync(
-                    functools.partial(plugin.instance.user_input, user_input=question),
-                    abandon_on_cancel=True,
+                called, answer = await self._if_can(
+                    session,
+                    plugin,
+                    "user_input",
+                    (question,),
+                    _late(plugin.instance, "user_input", user_input=question),
                 )
             except Exception as exc:
                 self._note(session, plugin, "user_input", exc)
                 continue
-            if isinstance(answer, str) and answer:
+            if called and isinstance(answer, str) and answer:
                 return answer
         return None
 
     @hookimpl
     async def on_event(self, session: SessionView, event: Event) -> None:
-        reporting = [p for p in self._plugins if self._wants(session, p, "report")]
-        text = report_text(event) if reporting else None
+        text = report_text(event)
         if text is None:
             return
-        for plugin in reporting:
+        for plugin in self._plugins:
             try:
-                await trio.to_thread.run_sync(plugin.instance.report, text, abandon_on_cancel=True)
+                await self._if_can(
+                    session, plugin, "report", (), _late(plugin.instance, "report", text)
+                )
             except Exception as exc:
                 self._note(session, plugin, "report", exc)
 
@@ -507,6 +578,21 @@ class ClassicBridge:
     def session_end(self, session: SessionView, outcome: SessionOutcome) -> None:
         self._conversations.pop(session.id, None)
         self._report_errors(session)
+
+    @hookimpl
+    def autogpt_shutdown(self) -> None:
+        self._close_threads()
+
+    def _close_threads(self) -> None:
+        for plugin in self._plugins:
+            plugin.thread.close()
+
+
+def _late(instance: Any, method: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    """``instance.method(*args, **kwargs)``, the method looked up when called (in the
+    plugin's thread, after its ``can_handle_X`` said yes: a plugin that cannot handle X
+    need not have X)."""
+    return lambda: getattr(instance, method)(*args, **kwargs)
 
 
 def _not_allowed(name: str) -> str:
