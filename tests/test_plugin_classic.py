@@ -961,6 +961,7 @@ def test_import_classic_writes_the_config_and_check_lists_the_rest(
         ("Greeter: yes\n", "the entry 'Greeter' must be {config: {...}, enabled: true or false}"),
         ("Greeter:\n  enabled: maybe\n", "its enabled is 'maybe'"),
         ("Greeter: {enabled: true\n", "not valid YAML"),
+        ("Greeter bot: {enabled: true}\n", "'Greeter bot' is not a plugin name"),
     ],
 )
 def test_import_classic_refuses_a_malformed_file(tmp_path: Path, text: str, message: str) -> None:

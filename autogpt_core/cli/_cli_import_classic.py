@@ -72,8 +72,11 @@ def read_plugins_config(path: Path) -> dict[str, bool]:
     plugins: dict[str, bool] = {}
     for name, entry in data.items():
         shape = f"{path}: the entry {name!r} must be {{config: {{...}}, enabled: true or false}}"
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigError(f"{path}: {name!r} is not a plugin name; plugin names are text")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(
+                f"{path}: {name!r} is not a plugin name: Auto-GPT named each plugin by its "
+                "class name (AutoGPTWeather); fix or remove that entry"
+            )
         if not isinstance(entry, Mapping):
             raise ConfigError(shape)
         unknown = sorted(set(map(str, entry)) - {"config", "enabled"})
