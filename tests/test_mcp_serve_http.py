@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -209,6 +210,29 @@ def test_the_gate_wants_a_token_serves_only_mcp_and_keeps_sessions_to_their_toke
         missing = http.post(url, json=INIT, headers=ACCEPT)
         wrong = http.post(url, json=INIT, headers={**ACCEPT, "Authorization": "Bearer nope"})
         basic = http.post(url, json=INIT, headers={**ACCEPT, "Authorization": "Basic YTpi"})
+        # Two Authorization headers are refused whichever comes first (a proxy in front
+        # could read the other one).
+        twice = [
+            http.post(
+                url,
+                json=INIT,
+                headers=[
+                    *ACCEPT.items(),
+                    ("Authorization", f"Bearer {first}"),
+                    ("Authorization", f"Bearer {second}"),
+                ],
+            )
+            for first, second in ((TOKENS["alice"], TOKENS["bob"]), ("nope", TOKENS["alice"]))
+        ]
+        doubled_path = http.post(url + "//", json=INIT, headers=alice)
+        upgrade = {
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            "Authorization": f"Bearer {TOKENS['alice']}",
+        }
+        websocket = http.get(url, headers=upgrade)
         elsewhere = http.get(url.replace("/mcp", "/ap/v1/agent/tasks"), headers=alice)
         opened = http.post(url, json=INIT, headers=alice)
         session_id = opened.headers.get("mcp-session-id")
@@ -219,11 +243,13 @@ def test_the_gate_wants_a_token_serves_only_mcp_and_keeps_sessions_to_their_toke
         stolen = http.post(url, json=listing, headers={**bob, **version})
         own = http.post(url, json=listing, headers={**alice, **version})
         _stop(process)
-    for refused in (missing, wrong, basic):
+    for refused in (missing, wrong, basic, *twice):
         assert refused.status_code == 401, refused.text
         assert "Authorization: Bearer TOKEN" in refused.json()["error"]
         assert refused.headers["www-authenticate"].startswith("Bearer")
     assert elsewhere.status_code == 404
+    assert doubled_path.status_code == 404
+    assert websocket.status_code == 403
     assert "/mcp" in elsewhere.json()["error"]
     assert opened.status_code == 200, opened.text
     assert session_id
@@ -349,3 +375,77 @@ def test_no_auth_serves_loopback_names_only_and_no_other_site(tmp_path: Path) ->
     assert "loopback" in rebound.json()["message"]
     assert foreign.status_code == 403
     assert served.status_code == 200, served.text
+
+
+def _call(http: httpx.Client, url: str, session: dict[str, str], name: str, arguments: Any) -> str:
+    """A raw ``tools/call`` on an open session: the whole answer's text (JSON or SSE)."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    response = http.post(url, json=call, headers=session)
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+def _open(http: httpx.Client, url: str) -> dict[str, str]:
+    """A new MCP session with alice's token: the headers its requests carry."""
+    headers = {**ACCEPT, "Authorization": f"Bearer {TOKENS['alice']}"}
+    opened = http.post(url, json=INIT, headers=headers)
+    assert opened.status_code == 200, opened.text
+    return {
+        **headers,
+        "mcp-protocol-version": "2025-06-18",
+        "mcp-session-id": opened.headers["mcp-session-id"],
+    }
+
+
+def test_sigterm_lets_the_call_in_flight_finish_and_answer(tmp_path: Path) -> None:
+    """SIGTERM while a command runs: it runs to its end, its client gets its result, and
+    the session is stored finished with it; only then does the server exit, with 0."""
+    config = CONFIG + SHELL + "permissions:\n  grant: [fs.read, fs.write, shell]\n"
+    with _serving(tmp_path, config=config) as (process, url), httpx.Client(timeout=60) as http:
+        session = _open(http, url)
+        answers: list[str] = []
+        command = "touch started; sleep 4; echo slept > slept.txt; echo all done"
+        caller = threading.Thread(
+            target=lambda: answers.append(
+                _call(http, url, session, "run_shell", {"command": command})
+            )
+        )
+        caller.start()
+        started = tmp_path / "ws" / "started"
+        for _ in range(600):
+            if started.exists():
+                break
+            time.sleep(0.05)
+        assert started.exists()
+        _stop(process)
+        caller.join(60)
+    assert (tmp_path / "ws" / "slept.txt").exists()
+    assert len(answers) == 1
+    assert "all done" in answers[0]
+    ((_, status, result),) = _stored(tmp_path)
+    assert status == "finished"
+    assert result.startswith("1 command called by")
+
+
+def test_a_session_that_cannot_open_fails_its_calls_not_the_server(tmp_path: Path) -> None:
+    """A workspace that cannot be made (a file is in the way): the client's call gets an
+    error result saying why, and the server goes on serving and stops cleanly."""
+    (tmp_path / "ws").write_text("a file, not a directory")
+    with _serving(tmp_path) as (process, url), httpx.Client(timeout=60) as http:
+        failed = _call(http, url, _open(http, url), "list_files", {})
+        listed = http.post(
+            url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=_open(http, url)
+        )
+        alive = process.poll() is None
+        out = _stop(process)
+    assert "could not open a session for this client" in failed
+    assert "isError" in failed
+    assert alive
+    assert listed.status_code == 200
+    assert "list_files" in listed.text
+    assert "could not open a session" in out

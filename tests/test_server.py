@@ -169,6 +169,12 @@ def test_tokens_are_needed_and_tasks_are_their_owners(tmp_path: Path) -> None:
             wrong = nobody.get(API, headers={"Authorization": "Bearer not-a-token-at-all-x"})
             assert wrong.status_code == 401
             assert nobody.get(f"{API}/{task_id}/events").status_code == 401
+            # Two Authorization headers are refused, even with alice's first: a proxy in
+            # front could have read the other one.
+            alice_token = f"Bearer {TOKENS['alice']}"
+            for pair in ((alice_token, "Bearer nope"), ("Bearer nope", alice_token)):
+                doubled = nobody.get(API, headers=[("Authorization", p) for p in pair])
+                assert doubled.status_code == 401
             # The console page itself holds no data: it loads without a token.
             page = nobody.get("/")
             assert page.status_code == 200

@@ -430,7 +430,7 @@ class Runtime:
                 hooks=wired.hooks,
                 dispatcher=wired.dispatcher,
                 cycle_scope=wired.cycle_scope,
-                who=emitter.text(who),
+                who=emitter.text(who)[:120],  # masked, then shortened
                 owner=options.owner,
             )
             await session.start()
@@ -439,13 +439,16 @@ class Runtime:
             except BaseException:
                 with trio.CancelScope(shield=True):
                     await session.finish(
-                        SessionOutcome("interrupted", f"stopped while serving {who}", session.cycle)
+                        SessionOutcome(
+                            "interrupted", f"stopped while serving {session.who}", session.cycle
+                        )
                     )
                 raise
             await session.finish(
                 SessionOutcome(
                     "finished",
-                    f"{session.cycle} command{'' if session.cycle == 1 else 's'} called by {who}",
+                    f"{session.cycle} command{'' if session.cycle == 1 else 's'} called by "
+                    f"{session.who}",
                     session.cycle,
                 )
             )

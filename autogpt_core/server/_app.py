@@ -189,13 +189,7 @@ class Api:
         async def guarded(request: Request) -> Response:
             owner = None
             if self.tokens is not None:
-                header = request.headers.get("authorization", "")
-                scheme, _, presented = header.partition(" ")
-                owner = (
-                    self.tokens.name_of(presented.strip())
-                    if scheme.lower() == "bearer" and presented.strip()
-                    else None
-                )
+                owner = self.tokens.bearer(request.headers.getlist("authorization"))
                 if owner is None:
                     return _error(
                         401,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -39,6 +39,18 @@ class Tokens:
 
     def may_administer(self, name: str | None) -> bool:
         return name in self.admins
+
+    def bearer(self, headers: Sequence[str]) -> str | None:
+        """The name of the token of a request whose ``Authorization`` headers are
+        ``headers``: exactly one, ``Bearer TOKEN``. Two or more are refused, whatever they
+        say (a proxy and this server could read different ones)."""
+        if len(headers) != 1:
+            return None
+        scheme, _, presented = headers[0].partition(" ")
+        presented = presented.strip()
+        if scheme.lower() != "bearer" or not presented:
+            return None
+        return self.name_of(presented)
 
     def name_of(self, presented: str) -> str | None:
         """The name of the token ``presented``, or ``None``: compared in constant time."""

@@ -21,6 +21,7 @@ idle ``idle_seconds``, or when the server stops.
 from __future__ import annotations
 
 import contextvars
+import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -157,6 +158,8 @@ class MCPCommands:
         self.options = options
         self.channel = Channel(consent=ask_consent, question=ask_question)
         self._calls: CallSession | None = None
+        #: Why the session could not be opened (its calls then get this as their result).
+        self._failed: str | None = None
         self._who: str | None = None
         self._first_call = trio.Event()
         self._opened = trio.Event()
@@ -172,6 +175,8 @@ class MCPCommands:
             self._who = _client_name(ctx)
         self._first_call.set()
         await self._opened.wait()
+        if self._failed is not None:
+            return _tool_result(CommandResult.failure(self._failed))
         if self._calls is None or self._stopping.is_set():
             return _tool_result(CommandResult.failure("autogpt mcp is ending this session"))
         token = _REQUEST.set(ctx)
@@ -190,15 +195,36 @@ class MCPCommands:
             self._opened.set()
             return  # stopped before any call: no session
         goal = f"Commands called by {self._who} through 'autogpt mcp'"
-        async with self.runtime.calls(
-            goal, self.options, who=self._who, channel=self.channel
-        ) as calls:
-            self._calls = calls
+        try:
+            async with self.runtime.calls(
+                goal, self.options, who=self._who, channel=self.channel
+            ) as calls:
+                self._calls = calls
+                self._opened.set()
+                await self._stopping.wait()
+                # A call in flight ends first; calls that come later are refused.
+                await calls.settled()
+                self._calls = None
+        except Exception as exc:
+            if self._opened.is_set():
+                raise  # ending a session that ran: the store or a plugin failed, loudly
+            # Opening it failed (the workspace, the store): this client's calls say so,
+            # and the server and its other sessions go on.
+            self._failed = self.runtime.redactor.text(
+                f"autogpt mcp could not open a session for this client: {type(exc).__name__}: {exc}"
+            )
+            print(f"autogpt mcp: {printable(self._failed)}", file=sys.stderr, flush=True)
             self._opened.set()
-            await self._stopping.wait()
-            # A call in flight ends first; calls that come later are refused.
+
+    def stopping(self) -> None:
+        """Refuse calls from now on; the one in flight goes on (``settled`` waits for it)."""
+        self._stopping.set()
+
+    async def settled(self) -> None:
+        """Return once no call of this connection is running."""
+        calls = self._calls
+        if calls is not None:
             await calls.settled()
-            self._calls = None
 
     def stop(self) -> None:
         self._stopping.set()
@@ -249,8 +275,9 @@ def _client_name(ctx: Any) -> str:
     client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
     if client is None:
         return "an MCP client"
+    # Shortened only once masked (Runtime.calls), so that no part of a secret shows.
     name = printable(f"{client.name} {client.version}".strip(), newlines=False)
-    return f"MCP client {name[:80]}"
+    return f"MCP client {name}"
 
 
 def _tool_result(result: CommandResult) -> types.CallToolResult:
@@ -324,6 +351,8 @@ class MCPSessions:
         self.options = options
         self.nursery = nursery
         self.live: set[MCPCommands] = set()
+        #: Set by ``drain``: a session opened from now on refuses its calls.
+        self.draining = False
 
     def server(self) -> Server[Any]:
         return _server(self.runtime, self.call_tool)
@@ -340,12 +369,22 @@ class MCPSessions:
             self.live.add(commands)
             connection.exit_stack.callback(self._end, commands)
             await self.nursery.start(commands.run)
+            if self.draining:
+                commands.stopping()
         result: types.CallToolResult = await commands.call_tool(ctx, params)
         return result
 
     def _end(self, commands: MCPCommands) -> None:
         self.live.discard(commands)
         commands.stop()
+
+    async def drain(self) -> None:
+        """Refuse new calls in every session, then wait for the calls in flight to end."""
+        self.draining = True
+        for commands in list(self.live):
+            commands.stopping()
+        for commands in list(self.live):
+            await commands.settled()
 
     def stop(self) -> None:
         for commands in list(self.live):
@@ -380,9 +419,12 @@ class BearerOnly:
                 elif message["type"] == "lifespan.shutdown":
                     await send({"type": "lifespan.shutdown.complete"})
                     return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # refused: HTTP 403
+            return
         if scope["type"] != "http":
-            return  # no websockets: the connection is refused
-        if scope["path"].rstrip("/") != MCP_PATH:
+            return
+        if scope["path"] not in (MCP_PATH, MCP_PATH + "/"):
             response = JSONResponse(
                 {"error": f"not found: autogpt mcp serves MCP at {MCP_PATH} only"},
                 status_code=404,
@@ -390,17 +432,14 @@ class BearerOnly:
             await response(scope, receive, send)
             return
         if self.tokens is not None:
-            name = None
-            for key, value in scope["headers"]:
-                if key.lower() == b"authorization":
-                    scheme, _, given = value.decode("latin-1").partition(" ")
-                    if scheme.lower() == "bearer":
-                        name = self.tokens.name_of(given.strip())
+            name = self.tokens.bearer(
+                [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"authorization"]
+            )
             if name is None:
                 response = JSONResponse(
                     {
-                        "error": "unauthorized: send 'Authorization: Bearer TOKEN' with a "
-                        f"token of this server (tokens from {self.tokens.source})"
+                        "error": "unauthorized: send one 'Authorization: Bearer TOKEN' header "
+                        f"with a token of this server (tokens from {self.tokens.source})"
                     },
                     status_code=401,
                     headers={"WWW-Authenticate": 'Bearer realm="autogpt mcp"'},
@@ -453,6 +492,9 @@ async def serve_http(
         if auth
         else None
     )
+    # The SDK logs session ids and refusals at INFO and WARNING; requests carry tokens and
+    # session ids are capabilities: its errors alone reach stderr.
+    logging.getLogger("mcp").setLevel(logging.ERROR)
     async with Runtime(config, pm_factory=pm_factory) as runtime:
         if tokens is not None:
             runtime.redactor.add(tokens.values)
@@ -467,8 +509,13 @@ async def serve_http(
             listener = Listener(app, host, port, graceful_seconds=CLOSE_SECONDS)
             async with manager.run():
                 urls = await listener.start(nursery)
-                task_status.started(MCPServerHandle(urls, tokens, runtime, listener.stopping))
-                await listener.stopping.wait()
+                stopping = trio.Event()
+                task_status.started(MCPServerHandle(urls, tokens, runtime, stopping))
+                await stopping.wait()
+                # New calls are refused; those in flight end and their answers go out
+                # while the server still listens (a second signal cancels them).
+                await sessions.drain()
+                listener.stop()
                 # Open event streams keep hypercorn waiting: past a moment, close them.
                 await listener.close(CLOSE_SECONDS)
             # The manager has closed every MCP session (each connection's exit stack
