@@ -218,6 +218,61 @@ async def test_calls_errors_and_a_crash(server_script: Path, tmp_path: Path) -> 
     assert [pid for pid in pids if _alive(pid)] == []
 
 
+def test_a_kept_tool_list_starts_no_server_at_load(server_script: Path, tmp_path: Path) -> None:
+    """The first load starts the server to list its tools and keeps the list (no secret in
+    it); later loads offer the same commands without starting it; a changed entry, a
+    damaged cache file, or tools_cache: false list again."""
+    entry = _stdio(tmp_path, server_script)
+    config = _config(tmp_path, {"notes": entry})
+    first = {c.name: c.decl for c in _load(config).commands if c.bridged}
+    assert len(_started_pids(tmp_path)) == 1
+    cache = tmp_path / "data" / "plugins" / "mcp" / "tools-cache.json"
+    kept = cache.read_text()
+    assert "add_note" in kept
+    assert KEY not in kept
+    again = {c.name: c.decl for c in _load(config).commands if c.bridged}
+    assert again == first
+    assert len(_started_pids(tmp_path)) == 1  # not started: the list was kept
+    changed = _config(tmp_path, {"notes": {**entry, "args": [str(server_script), "stdio"]}})
+    _load(changed)
+    assert len(_started_pids(tmp_path)) == 2
+    cache.write_text("{not json")
+    assert {c.name for c in _load(changed).commands if c.bridged} == set(first)
+    assert len(_started_pids(tmp_path)) == 3
+    uncached = attrs.evolve(
+        changed, plugin_settings={"mcp": {"servers": {"notes": entry}, "tools_cache": False}}
+    )
+    _load(uncached)
+    _load(uncached)
+    assert len(_started_pids(tmp_path)) == 5
+
+
+def _add_count_tool(script: Path) -> None:
+    marker = "@server.tool()\ndef crash()"
+    assert marker in SERVER
+    count = '@server.tool()\ndef count() -> str:\n    """Count."""\n    return "1"\n\n\n'
+    script.write_text(SERVER.replace(marker, count + marker))
+
+
+async def test_a_call_session_refreshes_the_kept_tool_list(
+    server_script: Path, tmp_path: Path
+) -> None:
+    """A server whose tools changed since its list was kept: its first call's session
+    lists them again, and the next load offers the new tool, still without starting it."""
+    entry = _stdio(tmp_path, server_script)
+    config = _config(tmp_path, {"notes": entry}, grants=("bridge:mcp",))
+    _load(config)
+    # The server gains a tool; the kept list does not know it yet.
+    _add_count_tool(server_script)
+    assert "notes.count" not in {c.name for c in _load(config).commands}
+    replies = [_reply("notes__add_note", {"text": "tea"}, "c1"), FINISH]
+    outcome, _ = await _run(tmp_path, config, replies, Answerer(True))
+    assert outcome.status == "finished"
+    started = len(_started_pids(tmp_path))
+    assert "notes.count" in {c.name for c in _load(config).commands}
+    assert len(_started_pids(tmp_path)) == started
+
+
 @attrs.define
 class HangingProvider:
     """Answers from a list, then waits forever (until the run is cancelled)."""

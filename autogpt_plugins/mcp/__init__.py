@@ -8,11 +8,12 @@ is named as ``{env: VARIABLE}`` and read through the core, which masks it.
 
 Design, in three parts:
 
-- **At load** (``register_bridged_commands``, sync): every server is started, asked for
-  its tools and stopped again, all servers at once, in a thread with its own trio loop --
-  the hook may be called from inside the runtime's loop. A server that cannot be started
-  or listed within ``timeout`` is reported as not mapped, with the reason; its tools are
-  not offered.
+- **At load** (``register_bridged_commands``, sync): the servers whose tool list is not
+  kept (``_cache.py``: new or changed entries) are started, asked for their tools and
+  stopped again, all at once, in a thread with its own trio loop -- the hook may be
+  called from inside the runtime's loop. A server that cannot be started or listed
+  within ``timeout`` is reported as not mapped, with the reason; its tools are not
+  offered. A server whose list is kept is not started until a call needs it.
 - **At call time**: the first call of a server's tool opens one session with it (a trio
   system task holds it, since no nursery outlives a command) and later calls share it, so
   a stateful server keeps its state. A result with ``isError``, a JSON-RPC error, a server
@@ -41,7 +42,9 @@ from hookspecs import (
     RuntimeView,
     hookimpl,
 )
+from mcp.types import Tool
 
+from ._cache import ToolCache
 from ._config import ServerError, ServerSpec, server_spec
 from ._session import Connection, list_tools, result_of
 
@@ -70,14 +73,25 @@ class MCPBridge:
                 specs.append(server_spec(str(name), entry, secret))
             except ServerError as exc:
                 unmapped(str(name), str(exc))
-        listed = list_tools(specs, timeout, settings.data_dir) if specs else {}
+        cache = ToolCache(settings.data_dir) if values.get("tools_cache", True) else None
+        listed: dict[str, list[Tool] | str] = {}
+        for spec in specs:
+            kept = cache.get(spec) if cache is not None else None
+            if kept is not None:
+                listed[spec.name] = kept  # not started: the first call starts it
+        unlisted = [spec for spec in specs if spec.name not in listed]
+        if unlisted:
+            for name, tools in list_tools(unlisted, timeout, settings.data_dir).items():
+                listed[name] = tools
+                if cache is not None and not isinstance(tools, str):
+                    cache.put(next(s for s in unlisted if s.name == name), tools)
         self._connections = {}
         for spec in specs:
             tools = listed[spec.name]
             if isinstance(tools, str):
                 unmapped(spec.name, tools)
                 continue
-            connection = Connection(spec, settings.data_dir, timeout)
+            connection = Connection(spec, settings.data_dir, timeout, cache)
             self._connections[spec.name] = connection
             for tool in tools:
                 register(

@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, Tool
 
+from ._cache import ToolCache
 from ._config import ServerSpec
 
 #: Seconds ``aclose`` waits for a server to stop before leaving it to the SDK's kill.
@@ -86,14 +87,19 @@ def errlog_for(data_dir: Path | None, name: str) -> TextIO:
 async def _list(spec: ServerSpec, seconds: float, data_dir: Path | None) -> list[Tool]:
     with errlog_for(data_dir, spec.name) as errlog, trio.fail_after(seconds):
         async with connect(spec, errlog) as session:
-            tools: list[Tool] = []
-            cursor: str | None = None
-            while True:
-                listed = await session.list_tools(params=None if cursor is None else _page(cursor))
-                tools.extend(listed.tools)
-                cursor = listed.next_cursor
-                if not cursor:
-                    return tools
+            return await all_tools(session)
+
+
+async def all_tools(session: ClientSession) -> list[Tool]:
+    """Every tool the server lists, page by page."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    while True:
+        listed = await session.list_tools(params=None if cursor is None else _page(cursor))
+        tools.extend(listed.tools)
+        cursor = listed.next_cursor
+        if not cursor:
+            return tools
 
 
 def _page(cursor: str) -> Any:
@@ -179,6 +185,8 @@ class Connection:
     spec: ServerSpec
     data_dir: Path | None
     timeout: float
+    #: Where the tools the server lists when a session opens are kept (None: nowhere).
+    cache: ToolCache | None = None
     _session: ClientSession | None = None
     _token: object = None
     _ready: trio.Event | None = None
@@ -238,6 +246,8 @@ class Connection:
                 async with connect(self.spec, errlog, self.timeout) as session:
                     self._session = session
                     ready.set()
+                    if self.cache is not None:
+                        await self._refresh(session, self.cache)
                     await stop.wait()
         except BaseException as exc:
             self._error = describe(exc)
@@ -245,6 +255,15 @@ class Connection:
             self._session = None
             ready.set()
             done.set()
+
+    async def _refresh(self, session: ClientSession, cache: ToolCache) -> None:
+        """Keep the tools the server lists now, for the next load (the calls go on)."""
+        try:
+            with trio.fail_after(self.timeout):
+                tools = await all_tools(session)
+        except Exception:  # noqa: BLE001 - the cached list stays; calls report failures
+            return
+        cache.put(self.spec, tools)
 
     async def aclose(self) -> None:
         """Stop the session (and the server process) if one runs, and wait for it."""
