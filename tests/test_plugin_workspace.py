@@ -37,7 +37,7 @@ from hookspecs import (
     hookimpl,
 )
 from tests.plugincheck import check_plugin
-from tests.scripted import GOAL, ScriptedProvider, _config, _reply, _run, _tool_answers
+from tests.scripted import GOAL, Answerer, ScriptedProvider, _config, _reply, _run, _tool_answers
 
 from .strategies import Layout, build_layout
 
@@ -212,19 +212,6 @@ async def test_a_file_moved_over_the_sessions_file_is_the_users_again(tmp_path: 
 # --- consent in whole sessions ----------------------------------------------------------
 
 
-class Recorder:
-    """Answers every confirmation the same way and keeps what it was asked."""
-
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.asked: list[Any] = []
-
-    @hookimpl
-    def confirm(self, session: Any, request: Any) -> Confirmation:
-        self.asked.append(request)
-        return Confirmation(approved=self.approved, reason="" if self.approved else "no")
-
-
 def _users_files(tmp_path: Path) -> Path:
     """A workspace holding two files the user made before the session."""
     ws = tmp_path / "ws"
@@ -245,7 +232,7 @@ async def test_replacing_a_file_the_session_did_not_create_asks_first(
 ) -> None:
     """Replacing a file the session did not create asks for fs.overwrite; refused, it is intact."""
     ws = _users_files(tmp_path)
-    recorder = Recorder(approved)
+    recorder = Answerer(approved)
     replies = _script(("write_file", {"path": "notes.txt", "content": "replaced"}))
     _, provider, _ = await _run(tmp_path, replies, extra_plugins=[recorder])
     (asked,) = recorder.asked
@@ -271,7 +258,7 @@ async def test_deleting_a_file_the_session_did_not_create_asks_first(
 ) -> None:
     """Deleting a file the session did not create asks for fs.overwrite; refused, it stays."""
     ws = _users_files(tmp_path)
-    recorder = Recorder(approved)
+    recorder = Answerer(approved)
     replies = _script(("delete_file", {"path": "todo.txt"}))
     _, provider, _ = await _run(tmp_path, replies, extra_plugins=[recorder])
     (asked,) = recorder.asked
@@ -290,7 +277,7 @@ async def test_deleting_a_file_the_session_did_not_create_asks_first(
 async def test_continuous_mode_neither_replaces_nor_deletes_a_users_file(tmp_path: Path) -> None:
     """In continuous mode, replacing or deleting a user's file is refused and both stay intact."""
     ws = _users_files(tmp_path)
-    recorder = Recorder(approved=True)
+    recorder = Answerer(approved=True)
     replies = _script(
         ("write_file", {"path": "notes.txt", "content": "replaced"}),
         ("delete_file", {"path": "todo.txt"}),
@@ -309,7 +296,7 @@ async def test_continuous_mode_neither_replaces_nor_deletes_a_users_file(tmp_pat
 async def test_only_files_the_session_did_not_create_ask(tmp_path: Path) -> None:
     """Files the session created are replaced and deleted unasked; the user's file still asks."""
     ws = _users_files(tmp_path)
-    recorder = Recorder(approved=False)
+    recorder = Answerer(approved=False)
     replies = _script(
         ("write_file", {"path": "drafts/mine.txt", "content": "one"}),
         ("write_file", {"path": "drafts/mine.txt", "content": "two"}),
@@ -331,12 +318,12 @@ async def test_with_fs_overwrite_granted_nothing_is_asked(tmp_path: Path) -> Non
         ("write_file", {"path": "notes.txt", "content": "replaced"}),
         ("delete_file", {"path": "todo.txt"}),
     )
-    ungranted = Recorder(approved=False)
+    ungranted = Answerer(approved=False)
     _users_files(tmp_path / "a")
     await _run(tmp_path / "a", _script(*script), extra_plugins=[ungranted])
     assert len(ungranted.asked) == 2
     ws = _users_files(tmp_path / "b")
-    granted = Recorder(approved=False)
+    granted = Answerer(approved=False)
     await _run(
         tmp_path / "b",
         _script(*script),
@@ -351,7 +338,7 @@ async def test_with_fs_overwrite_granted_nothing_is_asked(tmp_path: Path) -> Non
 async def _session(
     tmp_path: Path,
     replies: Sequence[LLMResponse],
-    recorder: Recorder,
+    recorder: Answerer,
     options: RunOptions,
     resume: str | None = None,
 ) -> None:
@@ -372,7 +359,7 @@ async def _session(
 async def test_a_resumed_session_still_knows_the_files_it_created(tmp_path: Path) -> None:
     """The record of created files is on disk outside the workspace and survives a resume."""
     ws = _users_files(tmp_path)
-    first = Recorder(approved=False)
+    first = Answerer(approved=False)
     script = [_reply("write_file", {"path": "mine.txt", "content": "one"}, "w1")]
     session_id = "resumed-session"
     await _session(tmp_path, script, first, RunOptions(max_cycles=1, session_id=session_id))
@@ -383,7 +370,7 @@ async def test_a_resumed_session_still_knows_the_files_it_created(tmp_path: Path
     assert sorted(p.name for p in ws.iterdir()) == ["mine.txt", "notes.txt", "todo.txt"]
 
     workspace_plugin._records.clear()  # as after kill -9: only the file remains
-    second = Recorder(approved=False)
+    second = Answerer(approved=False)
     script = _script(
         ("write_file", {"path": "mine.txt", "content": "two"}),
         ("write_file", {"path": "notes.txt", "content": "replaced"}),

@@ -15,11 +15,10 @@ from autogpt_core.agent._runtime import Runtime
 from autogpt_core.plugins._loader import load
 from autogpt_core.store._storage import Store
 from hookspecs import (
-    Confirmation,
     hookimpl,
 )
 from tests.fake_openai import FakeToolCall, Reply, fake_openai_server
-from tests.scripted import GOAL, _config, _reply, _run, _tool_answers
+from tests.scripted import GOAL, Answerer, _config, _reply, _run, _tool_answers
 
 
 def _call(name: str, args: dict[str, Any], call_id: str) -> Reply:
@@ -92,20 +91,9 @@ async def test_continuous_mode_refuses_ungranted_shell(tmp_path: Path) -> None:
     assert provider.closed
 
 
-class Approver:
-    def __init__(self, approved: bool) -> None:
-        self.approved = approved
-        self.asked: list[Any] = []
-
-    @hookimpl
-    def confirm(self, session: Any, request: Any) -> Confirmation:
-        self.asked.append(request)
-        return Confirmation(approved=self.approved, reason="test says so")
-
-
 async def test_interactive_mode_asks_and_runs_when_approved(tmp_path: Path) -> None:
     """Interactively, the confirm hook is asked; an approved shell command runs."""
-    approver = Approver(True)
+    approver = Answerer(True)
     replies = [
         _reply("run_shell", {"command": "echo approved > out.txt"}, "s1"),
         _reply("finish", {"result": "ok"}, "f1"),
@@ -120,7 +108,7 @@ async def test_interactive_mode_asks_and_runs_when_approved(tmp_path: Path) -> N
 
 async def test_denied_command_is_reported_to_the_model(tmp_path: Path) -> None:
     """A denied confirmation is the model's next observation; nothing runs."""
-    approver = Approver(False)
+    approver = Answerer(False)
     replies = [
         _reply("run_shell", {"command": "echo no > out.txt"}, "s1"),
         _reply("finish", {"result": "ok"}, "f1"),
@@ -131,7 +119,7 @@ async def test_denied_command_is_reported_to_the_model(tmp_path: Path) -> None:
     assert not (tmp_path / "ws" / "out.txt").exists()
     answer = _tool_answers(provider.requests[1])[0]
     assert "did not allow" in answer
-    assert "test says so" in answer
+    assert "the test decides" in answer
 
 
 class Misbehaving:
