@@ -17,6 +17,7 @@ import re
 import sys
 import tempfile
 import textwrap
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import autogpt_plugins.classic as classic_module
 from autogpt_core._config import DEFAULT_GRANTS, Config
 from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
@@ -35,6 +37,7 @@ from autogpt_core.plugins._loader import LOADED, PluginSet, load
 from autogpt_core.plugins._manifest import load_manifest
 from autogpt_core.store._storage import Store
 from autogpt_plugins.classic import ClassicBridge, hint_schema, package_dirs, parameters_schema
+from autogpt_plugins.classic._thread import PluginClosed, PluginThread
 from hookspecs import LLMResponse, Message, PluginSettings, Role, Usage
 from tests import strategies
 from tests.clirun import autogpt, cli_env
@@ -787,6 +790,114 @@ async def test_a_failing_pre_command_check_lets_no_command_through(
     results = [e["data"] for e in events if e["kind"] == "result"]
     assert results[0]["ok"] is False
     assert "can_handle_pre_command raised RuntimeError: cannot tell" in results[0]["error"]
+
+
+COUNTER = """
+
+class Counter(Defaults, AutoGPTPluginTemplate):
+    def __init__(self):
+        super().__init__()
+        log("created")
+        self.count = 0
+
+    def can_handle_post_prompt(self):
+        return True
+
+    def post_prompt(self, prompt):
+        prompt.add_command("Count up", "count_up", {}, self.count_up)
+        return prompt
+
+    def count_up(self):
+        self.count += 1
+        return str(self.count)
+"""
+
+
+async def test_a_reload_keeps_an_unchanged_plugin_and_unloads_a_removed_one(
+    tmp_path: Path,
+) -> None:
+    """Loading again with the same zip keeps the plugin as it is (not created again: its
+    state goes on); taken out of the allowlist it is unloaded, and a command of it that a
+    cycle still holds fails at once, saying so, instead of waiting."""
+    classic_zip(tmp_path / "counter.zip", "counter", COUNTER, tmp_path / "classic.log")
+    bridge = ClassicBridge()
+    commands: dict[str, Any] = {}
+    reported: list[tuple[str, str]] = []
+
+    def register(name: str, function: Any, **kwargs: Any) -> bool:
+        commands[name] = function
+        return True
+
+    def load_with(allowed: dict[str, Any]) -> None:
+        settings_ = PluginSettings(
+            "classic", {"sources": ["counter.zip"], "plugins": allowed}, config_dir=tmp_path
+        )
+        bridge.register_bridged_commands(
+            register=register, settings=settings_, unmapped=lambda w, r: reported.append((w, r))
+        )
+
+    load_with({"Counter": {}})
+    first = commands["Counter.count_up"]
+    assert (await first()).output == "1"
+    load_with({"Counter": {}})
+    assert (await commands["Counter.count_up"]()).output == "2"
+    assert _log(tmp_path) == ["created"]
+    load_with({})
+    with trio.fail_after(10):
+        gone = await first()
+    assert gone.ok is False
+    assert "was unloaded" in (gone.error or "")
+
+
+STUCK = """
+
+class Stuck(Defaults, AutoGPTPluginTemplate):
+    def can_handle_post_prompt(self):
+        return True
+
+    def post_prompt(self, prompt):
+        import time
+        time.sleep(3)
+        return prompt
+"""
+
+
+def test_a_plugin_stuck_at_load_is_not_loaded(
+    greeter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plugin code that does not return within the load's limit: the plugin is reported
+    as not loaded, the others load."""
+    monkeypatch.setattr(classic_module, "LOAD_SECONDS", 0.5)
+    classic_zip(tmp_path / "plugins" / "stuck.zip", "stuck", STUCK, tmp_path / "classic.log")
+    sources = ["plugins/greeter.zip", "plugins/stuck.zip"]
+    plugins = _load(_config(tmp_path, sources, ["Greeter", "Stuck"]))
+    reasons = dict(plugins.records["classic"].unmapped)
+    assert (
+        "not loaded: its post_prompt did not return within 0.5 s"
+        in reasons["plugins/stuck.zip: Stuck"]
+    )
+    names = {c.name for c in plugins.commands if c.bridged}
+    assert names == {"Greeter.greet", "Greeter.fail"}
+
+
+async def test_a_call_given_up_on_never_runs_and_a_closed_thread_runs_nothing() -> None:
+    """PluginThread: a call whose caller was cancelled before it started is skipped; after
+    close, a call fails at once with PluginClosed."""
+    thread = PluginThread("t")
+    release = threading.Event()
+    ran: list[str] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(thread.run, lambda: release.wait(10))
+        await trio.sleep(0.05)
+        with trio.move_on_after(0.05):
+            await thread.run(lambda: ran.append("late"))
+        release.set()
+    assert await thread.run(lambda: "after") == "after"
+    assert ran == []
+    thread.close()
+    with pytest.raises(PluginClosed), trio.fail_after(5):
+        await thread.run(lambda: ran.append("closed"))
+    assert ran == []
 
 
 # --- hints, names ------------------------------------------------------------------------

@@ -239,12 +239,21 @@ def test_a_kept_tool_list_starts_no_server_at_load(server_script: Path, tmp_path
     cache.write_text("{not json")
     assert {c.name for c in _load(changed).commands if c.bridged} == set(first)
     assert len(_started_pids(tmp_path)) == 3
+    # An entry this code did not write, an empty list (a server without tools is never
+    # called, so never listed again) and a list older than a day are listed again.
+    kept_entry = json.loads(cache.read_text())["servers"]["notes"]
+    for bad in ({"tools": None}, {"tools": []}, {"listed_at": time.time() - 2 * 86400}):
+        cache.write_text(json.dumps({"version": 1, "servers": {"notes": {**kept_entry, **bad}}}))
+        started = len(_started_pids(tmp_path))
+        assert {c.name for c in _load(changed).commands if c.bridged} == set(first)
+        assert len(_started_pids(tmp_path)) == started + 1, bad
     uncached = attrs.evolve(
         changed, plugin_settings={"mcp": {"servers": {"notes": entry}, "tools_cache": False}}
     )
+    started = len(_started_pids(tmp_path))
     _load(uncached)
     _load(uncached)
-    assert len(_started_pids(tmp_path)) == 5
+    assert len(_started_pids(tmp_path)) == started + 2
 
 
 def _add_count_tool(script: Path) -> None:

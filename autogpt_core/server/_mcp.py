@@ -313,6 +313,9 @@ async def serve_stdio(
 
 # --- streamable HTTP ----------------------------------------------------------------------
 
+#: How long a stop waits for the calls in flight before cancelling them.
+DRAIN_SECONDS = 60.0
+
 #: Where a connection's ``MCPCommands`` is kept in its ``Connection.state``.
 _STATE_KEY = "autogpt.commands"
 
@@ -513,8 +516,10 @@ async def serve_http(
                 task_status.started(MCPServerHandle(urls, tokens, runtime, stopping))
                 await stopping.wait()
                 # New calls are refused; those in flight end and their answers go out
-                # while the server still listens (a second signal cancels them).
-                await sessions.drain()
+                # while the server still listens (a second signal cancels them, and so
+                # does DRAIN_SECONDS: a call stuck for good must not hold the stop).
+                with trio.move_on_after(DRAIN_SECONDS):
+                    await sessions.drain()
                 listener.stop()
                 # Open event streams keep hypercorn waiting: past a moment, close them.
                 await listener.close(CLOSE_SECONDS)

@@ -38,6 +38,7 @@ from hookspecs import (
     CommandResult,
     CommandReview,
     Event,
+    EventKind,
     LLMRequest,
     LLMResponse,
     Message,
@@ -85,7 +86,7 @@ class ClassicPluginError(Exception):
     method (the core reports it as an error event, and the session goes on)."""
 
 
-@attrs.define
+@attrs.define(eq=False)
 class Classic:
     """One loaded classic plugin: its prefix (its allowlist key), where it came from, the
     instance, and what its ``post_prompt`` added."""
@@ -97,22 +98,58 @@ class Classic:
     prompt: PromptGenerator
     #: Where every call of its code runs, one at a time (``_thread.py``).
     thread: PluginThread
+    #: The module it was imported from (``_autogpt_classic_<token>.NAME``): a load of the
+    #: same module, class and prefix keeps this plugin rather than creating it again.
+    module: str = ""
     prompt_text: str = ""
+    #: What was reported of it at load (``unmapped``), reported again when it is kept.
+    reports: list[tuple[str, str]] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class _State:
+    """What hooks read: the plugins of the last load, swapped in whole (a load runs in
+    another thread while hooks of cycles in flight run)."""
+
+    plugins: tuple[Classic, ...] = ()
+    #: A classic command's names: the core's (PREFIX.NAME and the tool PREFIX__NAME) ->
+    #: add_command's NAME, which the plugins' pre_command/post_command are given ...
+    classic_names: Mapping[str, str] = attrs.field(factory=dict)
+    #: ... and back, for a pre_command that renames a call to another classic command.
+    ours: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.define
+class _Load:
+    """One load in the making."""
+
+    register: RegisterBridgedCommand
+    unmapped: ReportUnmapped
+    allowed: Mapping[str, str]
+    #: The previous load's plugins, by (module, class name, prefix): kept when found again.
+    previous: dict[tuple[str, str, str], Classic]
+    plugins: list[Classic] = attrs.field(factory=list)
+    classic_names: dict[str, str] = attrs.field(factory=dict)
+    ours: dict[str, str] = attrs.field(factory=dict)
+    loaded: set[str] = attrs.field(factory=set)
+
+
+class _Stuck(Exception):
+    """Plugin code did not return within ``LOAD_SECONDS`` at load."""
 
 
 class ClassicBridge:
     """The plugin object: what it keeps is the classic plugins of this load."""
 
     def __init__(self) -> None:
-        self._plugins: list[Classic] = []
-        # A classic command's names: the core's (PREFIX.NAME and the tool PREFIX__NAME)
-        # -> add_command's NAME, which the plugins' pre_command/post_command are given;
-        # and back, for a pre_command that renames a call to another classic command.
-        self._classic_names: dict[str, str] = {}
-        self._ours: dict[str, str] = {}
+        self._state = _State()
         self._errors: dict[str, list[str]] = {}
         self._conversations: dict[str, tuple[Message, ...]] = {}
         self._max_output = 20_000
+
+    @property
+    def _plugins(self) -> tuple[Classic, ...]:
+        return self._state.plugins
 
     # --- at load -------------------------------------------------------------------------
 
@@ -120,12 +157,10 @@ class ClassicBridge:
     def register_bridged_commands(
         self, register: RegisterBridgedCommand, settings: PluginSettings, unmapped: ReportUnmapped
     ) -> None:
-        self._close_threads()  # of the previous load: their calls made so far still run
-        self._plugins = []
-        self._classic_names = {}
-        self._ours = {}
         values = settings.values
         self._max_output = int(values.get("max_output", 20_000))
+        previous = {(p.module, p.class_name, p.prefix): p for p in self._state.plugins}
+        load = _Load(register, unmapped, {}, previous)
         try:
             template = importlib.import_module(TEMPLATE_MODULE).AutoGPTPluginTemplate
         except (ImportError, AttributeError) as exc:
@@ -134,98 +169,111 @@ class ClassicBridge:
                 f"it cannot be imported ({exc}), so no classic plugin loads: "
                 "pip install 'autogpt-core[classic]'",
             )
+        else:
+            load.allowed = _allowlist(values.get("plugins"), unmapped)
+            for index, entry in enumerate(values.get("sources") or []):
+                self._load_source(load, index, entry, settings, template)
+            for key in sorted(set(load.allowed.values()) - load.loaded):
+                unmapped(
+                    key,
+                    f"it is in {_WHERE}.plugins, but no source holds a plugin class of that "
+                    f"name (or it failed, see above); check the name (the plugin's class "
+                    f"name) and {_WHERE}.sources",
+                )
+        # One assignment: a hook sees the previous load or this one, never a mix.
+        self._state = _State(tuple(load.plugins), load.classic_names, load.ours)
+        # A plugin not kept is unloaded: a call still made to it (by a cycle that started
+        # before this load) fails at once rather than waiting.
+        for old in previous.values():
+            if old not in load.plugins:
+                old.thread.close()
+
+    def _load_source(
+        self, load: _Load, index: int, entry: object, settings: PluginSettings, template: type
+    ) -> None:
+        unmapped = load.unmapped
+        if not isinstance(entry, str) or not entry.strip():
+            unmapped(f"sources[{index}]", "must be the path of a zip file or a directory")
             return
-        allowed = _allowlist(values.get("plugins"), unmapped)
-        loaded: set[str] = set()
-        for index, entry in enumerate(values.get("sources") or []):
-            if not isinstance(entry, str) or not entry.strip():
-                unmapped(f"sources[{index}]", "must be the path of a zip file or a directory")
-                continue
-            path = resolve(entry, settings.config_dir)
-            try:
-                found = packages(entry, path)
-            except SourceError as exc:
-                unmapped(entry, str(exc))
-                continue
-            if not found:
-                unmapped(
-                    entry,
-                    f"{path} holds no Python package: an Auto-GPT 0.4 plugin's zip holds "
-                    "autogpt_plugins/NAME/__init__.py; give such a zip, or its unzipped "
-                    "directory",
-                )
-                continue
-            classes = 0
-            searched: list[str] = []
-            for package in found:
-                declared = package.declared
-                if declared.unreadable is not None:
-                    searched.append(package.name)
-                    classes += 1  # reported here, not as a package without a plugin class
-                    unmapped(
-                        f"{package.source}: {package.name}",
-                        f"not imported: {declared.unreadable}",
-                    )
-                    continue
-                if not _names_allowed(declared.names, allowed):
-                    # Never imported, so its code never runs: reported as _load reports a
-                    # class not in the allowlist, for each class it defines (one defining
-                    # none holds no plugin class, reported below).
-                    searched.append(package.name)
-                    for name in declared.classes:
-                        classes += 1
-                        unmapped(f"{package.source}: {name}", _not_allowed(name))
-                    continue
-                try:
-                    module = import_package(package)
-                except SourceError as exc:
-                    unmapped(f"{package.source}: {package.name}", str(exc))
-                    continue
-                searched.append(package.name)
-                for cls in plugin_classes(module, template):
-                    classes += 1
-                    self._load(package, cls, allowed, loaded, register, unmapped)
-            if searched and not classes:
-                unmapped(
-                    entry,
-                    f"no class in its package(s) {', '.join(searched)} subclasses "
-                    "AutoGPTPluginTemplate, so it holds no classic plugin: is it an Auto-GPT "
-                    "0.4 plugin? (its __init__.py defines or imports the plugin class)",
-                )
-        for key in sorted(set(allowed.values()) - loaded):
+        path = resolve(entry, settings.config_dir)
+        try:
+            found = packages(entry, path)
+        except SourceError as exc:
+            unmapped(entry, str(exc))
+            return
+        if not found:
             unmapped(
-                key,
-                f"it is in {_WHERE}.plugins, but no source holds a plugin class of that name "
-                f"(or it failed, see above); check the name (the plugin's class name) and "
-                f"{_WHERE}.sources",
+                entry,
+                f"{path} holds no Python package: an Auto-GPT 0.4 plugin's zip holds "
+                "autogpt_plugins/NAME/__init__.py; give such a zip, or its unzipped directory",
+            )
+            return
+        classes = 0
+        searched: list[str] = []
+        for package in found:
+            declared = package.declared
+            if declared.unreadable is not None:
+                searched.append(package.name)
+                classes += 1  # reported here, not as a package without a plugin class
+                unmapped(
+                    f"{package.source}: {package.name}", f"not imported: {declared.unreadable}"
+                )
+                continue
+            if not _names_allowed(declared.names, load.allowed):
+                # Never imported, so its code never runs: reported as _load reports a class
+                # not in the allowlist, for each class it defines (one defining none holds
+                # no plugin class, reported below).
+                searched.append(package.name)
+                for name in declared.classes:
+                    classes += 1
+                    unmapped(f"{package.source}: {name}", _not_allowed(name))
+                continue
+            try:
+                module = import_package(package)
+            except SourceError as exc:
+                unmapped(f"{package.source}: {package.name}", str(exc))
+                continue
+            searched.append(package.name)
+            for cls in plugin_classes(module, template):
+                classes += 1
+                self._load(load, package, cls)
+        if searched and not classes:
+            unmapped(
+                entry,
+                f"no class in its package(s) {', '.join(searched)} subclasses "
+                "AutoGPTPluginTemplate, so it holds no classic plugin: is it an Auto-GPT "
+                "0.4 plugin? (its __init__.py defines or imports the plugin class)",
             )
 
-    def _load(
-        self,
-        package: Package,
-        cls: type,
-        allowed: Mapping[str, str],
-        loaded: set[str],
-        register: RegisterBridgedCommand,
-        unmapped: ReportUnmapped,
-    ) -> None:
-        """Create one classic plugin, take its commands, report what cannot be mapped."""
+    def _load(self, load: _Load, package: Package, cls: type) -> None:
+        """Create one classic plugin (or keep the previous load's), take its commands,
+        report what cannot be mapped."""
         name = cls.__name__
         what = f"{package.source}: {name}"
-        key = allowed.get(name) or allowed.get(command_name(name))
+        key = load.allowed.get(name) or load.allowed.get(command_name(name))
         if key is None:
-            unmapped(what, _not_allowed(name))
+            load.unmapped(what, _not_allowed(name))
             return
-        if key in loaded:
-            unmapped(
+        if key in load.loaded:
+            load.unmapped(
                 what,
                 f"not loaded: a plugin named {key} is already loaded from an earlier source; "
                 "keep one of the two",
             )
             return
+        kept = load.previous.get((package.module_name, name, key))
+        if kept is not None:
+            # The same code as before (the module's name changes with its file): neither
+            # created nor asked for its commands again.
+            load.loaded.add(key)
+            load.plugins.append(kept)
+            for reported in kept.reports:
+                load.unmapped(*reported)
+            self._register(load, kept)
+            return
         if inspect.isabstract(cls):
             missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
-            unmapped(
+            load.unmapped(
                 what,
                 f"it cannot be created: it does not implement {missing}, which "
                 "AutoGPTPluginTemplate requires (is it written for another template version?)",
@@ -236,35 +284,56 @@ class ClassicBridge:
             instance = thread.call(cls, timeout=LOAD_SECONDS)
         except Exception as exc:
             thread.close()
-            unmapped(
+            load.unmapped(
                 what,
                 f"creating it failed: {type(exc).__name__}: {exc}; check what it needs "
                 "(its environment variables, its files)",
             )
             return
-        loaded.add(key)
-        plugin = Classic(key, package.source, name, instance, PromptGenerator(), thread)
-        self._plugins.append(plugin)
-        if self._wants_at_load(plugin, "post_prompt", unmapped):
-            try:
-                thread.call(
-                    functools.partial(instance.post_prompt, plugin.prompt), timeout=LOAD_SECONDS
-                )
-            except Exception as exc:
-                plugin.prompt = PromptGenerator()
-                unmapped(
-                    f"{key}: post_prompt",
-                    f"it raised {type(exc).__name__}: {exc}; none of its commands are offered "
-                    "(its other methods still run): fix what it needs and load again",
-                )
-            else:
-                plugin.prompt_text = prompt_text(plugin.prompt)
-                self._register(plugin, register, unmapped)
-        for method, reason in UNMAPPED.items():
-            if self._wants_at_load(plugin, method, unmapped):
-                unmapped(f"{key}: {method}", reason)
+        plugin = Classic(
+            key, package.source, name, instance, PromptGenerator(), thread, package.module_name
+        )
 
-    def _wants_at_load(self, plugin: Classic, method: str, unmapped: ReportUnmapped) -> bool:
+        def report(where: str, why: str) -> None:
+            plugin.reports.append((where, why))
+            load.unmapped(where, why)
+
+        try:
+            if self._wants_at_load(plugin, "post_prompt", report):
+                try:
+                    thread.call(
+                        functools.partial(instance.post_prompt, plugin.prompt),
+                        timeout=LOAD_SECONDS,
+                    )
+                except TimeoutError:
+                    raise _Stuck(f"post_prompt did not return within {LOAD_SECONDS:g} s") from None
+                except Exception as exc:
+                    plugin.prompt = PromptGenerator()
+                    report(
+                        f"{key}: post_prompt",
+                        f"it raised {type(exc).__name__}: {exc}; none of its commands are "
+                        "offered (its other methods still run): fix what it needs and load again",
+                    )
+                else:
+                    plugin.prompt_text = prompt_text(plugin.prompt)
+            for method, reason in UNMAPPED.items():
+                if self._wants_at_load(plugin, method, report):
+                    report(f"{key}: {method}", reason)
+        except _Stuck as exc:
+            thread.close()
+            load.unmapped(
+                what,
+                f"not loaded: its {exc} (it is stuck, or waits on something that does not "
+                "come); fix it and load again",
+            )
+            return
+        load.loaded.add(key)
+        load.plugins.append(plugin)
+        self._register(load, plugin)
+
+    def _wants_at_load(
+        self, plugin: Classic, method: str, report: Callable[[str, str], None]
+    ) -> bool:
         can = getattr(plugin.instance, f"can_handle_{method}", None)
         if not callable(can):
             return False
@@ -272,36 +341,36 @@ class ClassicBridge:
             # Auto-GPT asked about embeddings with the text; any text says whether it can.
             args = ("",) if method == "text_embedding" else ()
             return bool(plugin.thread.call(functools.partial(can, *args), timeout=LOAD_SECONDS))
+        except TimeoutError:
+            raise _Stuck(f"can_handle_{method} did not return within {LOAD_SECONDS:g} s") from None
         except Exception as exc:
-            unmapped(
+            report(
                 f"{plugin.prefix}: can_handle_{method}",
                 f"it raised {type(exc).__name__}: {exc}; {method} is not used",
             )
             return False
 
-    def _register(
-        self, plugin: Classic, register: RegisterBridgedCommand, unmapped: ReportUnmapped
-    ) -> None:
+    def _register(self, load: _Load, plugin: Classic) -> None:
         for command in plugin.prompt.commands:
             raw_name, args, function = command["name"], command["args"], command["function"]
             name = command_name(raw_name)
             if not name:
-                unmapped(f"{plugin.prefix}: add_command", "it gave no command name")
+                load.unmapped(f"{plugin.prefix}: add_command", "it gave no command name")
                 continue
             where = f"{plugin.prefix}.{name}"
             if not callable(function):
-                unmapped(where, "its add_command gave no function to run")
+                load.unmapped(where, "its add_command gave no function to run")
                 continue
             if args is None:
                 args = {}
             if not isinstance(args, Mapping):
-                unmapped(where, "its add_command args are not a mapping of names to hints")
+                load.unmapped(where, "its add_command args are not a mapping of names to hints")
                 continue
             label = str(command["label"] or "").strip()
             raw = str(raw_name)
-            self._classic_names.update({where: raw, f"{plugin.prefix}__{name}": raw})
-            self._ours.setdefault(raw, where)
-            register(
+            load.classic_names.update({where: raw, f"{plugin.prefix}__{name}": raw})
+            load.ours.setdefault(raw, where)
+            load.register(
                 where,
                 self._command(plugin, name, function),
                 description=label or f"{raw_name}: a command of the classic plugin {plugin.prefix}",
@@ -483,7 +552,7 @@ class ClassicBridge:
         for plugin in self._plugins:
             call = review.call
             # Auto-GPT gave a command's own name (add_command's), not the prefixed one.
-            shown = self._classic_names.get(call.command, call.command)
+            shown = self._state.classic_names.get(call.command, call.command)
             try:
                 # A failing check never lets a command through: the core refuses it.
                 called, changed = await self._if_can(
@@ -513,7 +582,11 @@ class ClassicBridge:
                     f"classic plugin {plugin.prefix} ({plugin.source}): pre_command returned "
                     f"{type(changed).__name__}, not (command name, arguments)"
                 )
-            name = call.command if changed[0] == shown else self._ours.get(changed[0], changed[0])
+            name = (
+                call.command
+                if changed[0] == shown
+                else self._state.ours.get(changed[0], changed[0])
+            )
             review.call = CommandCall(name, dict(changed[1]), call.call_id)
 
     @hookimpl
@@ -522,7 +595,7 @@ class ClassicBridge:
     ) -> CommandResult | None:
         said = result.output if result.ok else (result.error or "")
         text = said
-        shown = self._classic_names.get(call.command, call.command)
+        shown = self._state.classic_names.get(call.command, call.command)
         for plugin in self._plugins:
             try:
                 called, changed = await self._if_can(
@@ -573,6 +646,9 @@ class ClassicBridge:
                 )
             except Exception as exc:
                 self._note(session, plugin, "report", exc)
+        if event.kind == EventKind.SESSION_END:
+            # Its session_end has run: an error noted now has no later hook to be told in.
+            self._errors.pop(session.id, None)
 
     @hookimpl
     def session_end(self, session: SessionView, outcome: SessionOutcome) -> None:
@@ -584,7 +660,7 @@ class ClassicBridge:
         self._close_threads()
 
     def _close_threads(self) -> None:
-        for plugin in self._plugins:
+        for plugin in self._state.plugins:
             plugin.thread.close()
 
 

@@ -170,6 +170,8 @@ def declared_names(read: Callable[[str], bytes], init: str) -> Declared:
     """
     try:
         tree = ast.parse(read(init))
+    except (RecursionError, MemoryError):
+        return Declared((), frozenset(), f"its {init} is nested too deeply to be read")
     except SyntaxError as exc:
         return Declared(
             (), frozenset(), f"its {init} is not valid Python ({exc.msg}, line {exc.lineno})"
@@ -200,7 +202,7 @@ def declared_names(read: Callable[[str], bytes], init: str) -> Declared:
                     imports.add(alias.name)
                 else:
                     imports.add(alias.name.partition(".")[0])  # 'import a.b' binds a
-        elif isinstance(node, ast.If | ast.Try | ast.With):
+        elif isinstance(node, ast.If | ast.Try | ast.TryStar | ast.With):
             nodes[:0] = [
                 *node.body,
                 *getattr(node, "orelse", ()),

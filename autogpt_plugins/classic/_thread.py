@@ -7,9 +7,11 @@ it, ``post_prompt``, its commands, each ``can_handle_X``/``X`` -- runs in its ow
 in the order the calls were made, and the event loop never waits on plugin code: trio
 awaits the answer (``run``), the loader blocks for it (``call``).
 
-A call abandoned by its caller (a command past its deadline, a cancelled session) goes
-on in the thread until it returns; calls made after it wait. The thread is a daemon: a
-plugin stuck for good never keeps the process from exiting.
+A call its caller gave up on (a command past its deadline, a cancelled session) is
+skipped if it has not started; one that has started goes on until it returns, and the
+calls after it wait. Once ``close``d, the thread runs nothing more: a call made then, or
+still waiting, fails at once with ``PluginClosed``. The thread is a daemon: a plugin stuck
+for good never keeps the process from exiting.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 T = TypeVar("T")
-
-_Job = tuple[Callable[[], Any], Callable[[tuple[bool, Any]], None]]
 
 
 class PluginCallError(Exception):
@@ -31,10 +32,24 @@ class PluginCallError(Exception):
     ``KeyboardInterrupt`` from its own code): reported as a failure of that call."""
 
 
+class PluginClosed(Exception):
+    """The plugin was unloaded (its thread closed) before the call ran."""
+
+
+@attrs.define(eq=False)
+class _Job:
+    function: Callable[[], Any]
+    answer: Callable[[tuple[bool, Any]], None]
+    #: Set when the caller no longer waits: the job is skipped if it has not started.
+    abandoned: bool = False
+
+
 class PluginThread:
     def __init__(self, name: str) -> None:
         self.name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name=f"classic {name}", daemon=True)
         self._thread.start()
 
@@ -42,23 +57,41 @@ class PluginThread:
         while True:
             job = self._jobs.get()
             if job is None:
-                return
-            function, answer = job
+                break
+            if job.abandoned:
+                continue
             try:
-                answer((True, function()))
+                job.answer((True, job.function()))
             except Exception as exc:
-                answer((False, exc))
+                job.answer((False, exc))
             except BaseException as exc:  # noqa: BLE001 - the plugin's, never the process's
-                answer((False, PluginCallError(f"{type(exc).__name__}: {exc}")))
+                job.answer((False, PluginCallError(f"{type(exc).__name__}: {exc}")))
+        # Closed: nothing queued after the close runs (``_submit`` refuses new jobs; this
+        # answers any that raced in).
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job.answer((False, PluginClosed(f"the classic plugin {self.name} was unloaded")))
+
+    def _submit(self, job: _Job) -> None:
+        with self._lock:
+            if self._closed:
+                raise PluginClosed(f"the classic plugin {self.name} was unloaded")
+            self._jobs.put(job)
 
     def call(self, function: Callable[[], T], timeout: float | None = None) -> T:
         """Run ``function`` in the thread and return what it returns (or raise what it
         raised), waiting at most ``timeout`` seconds (``TimeoutError``)."""
         answers: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
-        self._jobs.put((function, answers.put))
+        job = _Job(function, answers.put)
+        self._submit(job)
         try:
             ok, value = answers.get(timeout=timeout)
         except queue.Empty:
+            job.abandoned = True
             raise TimeoutError(f"it did not return within {timeout:g} s") from None
         if not ok:
             raise value
@@ -77,13 +110,34 @@ class PluginThread:
             except trio.RunFinishedError:
                 pass  # the caller's run has ended: nobody waits for this answer
 
-        self._jobs.put((function, answer))
-        await done.wait()
+        job = _Job(function, answer)
+        self._submit(job)
+        try:
+            await done.wait()
+        finally:
+            if not box:
+                job.abandoned = True  # cancelled while waiting: skipped if not started
         ok, value = box[0]
         if not ok:
             raise value
         return value  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """End the thread once the calls already made have run."""
-        self._jobs.put(None)
+        """End the thread once the call running (if any) returns; calls queued or made
+        from now on fail with ``PluginClosed``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            # First in line: queued calls are answered, not run.
+            pending: list[_Job] = []
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    pending.append(job)
+            self._jobs.put(None)
+        for job in pending:
+            job.answer((False, PluginClosed(f"the classic plugin {self.name} was unloaded")))

@@ -27,6 +27,9 @@ from ._config import ServerSpec
 
 CACHE_FILE = "tools-cache.json"
 _VERSION = 1
+#: A kept list older than this is listed again at load (a server may gain tools that no
+#: call of its old ones would reveal).
+MAX_AGE_SECONDS = 24 * 3600.0
 
 
 def fingerprint(spec: ServerSpec) -> str:
@@ -55,7 +58,7 @@ class ToolCache:
             return {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError, MemoryError):
             return {}
         if not isinstance(data, dict) or data.get("version") != _VERSION:
             return {}
@@ -63,14 +66,21 @@ class ToolCache:
         return servers if isinstance(servers, dict) else {}
 
     def get(self, spec: ServerSpec) -> list[Tool] | None:
-        """The cached tools of ``spec``'s server, or ``None`` (none kept, or its entry
-        changed since)."""
+        """The cached tools of ``spec``'s server, or ``None``: none kept, its entry changed
+        since, the list is older than ``MAX_AGE_SECONDS`` or empty (a server with no tools
+        would never be called, so never listed again), or the entry is not one this code
+        wrote."""
         entry = self._read().get(spec.name)
         if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint(spec):
             return None
+        tools, listed_at = entry.get("tools"), entry.get("listed_at")
+        if not isinstance(tools, list) or not tools or not isinstance(listed_at, (int, float)):
+            return None
+        if not 0 <= time.time() - listed_at <= MAX_AGE_SECONDS:
+            return None
         try:
-            return [Tool.model_validate(tool) for tool in entry.get("tools", [])]
-        except ValueError:
+            return [Tool.model_validate(tool) for tool in tools]
+        except (ValueError, TypeError, RecursionError):
             return None
 
     def put(self, spec: ServerSpec, tools: list[Tool]) -> bool:

@@ -261,9 +261,9 @@ class Connection:
         try:
             with trio.fail_after(self.timeout):
                 tools = await all_tools(session)
-        except Exception:  # noqa: BLE001 - the cached list stays; calls report failures
+            await trio.to_thread.run_sync(cache.put, self.spec, tools)
+        except Exception:  # noqa: BLE001 - the kept list stays; calls report failures
             return
-        cache.put(self.spec, tools)
 
     async def aclose(self) -> None:
         """Stop the session (and the server process) if one runs, and wait for it."""
