@@ -1,6 +1,8 @@
 """Many concurrent sessions through the real runtime, against a bare trio skeleton.
 
-One command: ``python bench/sessions.py`` (``--sessions``, ``--cycles``, ``--big``).
+One command: ``python bench/sessions.py`` (``--sessions``, ``--cycles``, ``--big``, and
+``--gc default`` to run the runtime with CPython's collector settings rather than those
+``autogpt run`` and ``autogpt serve`` set: ``autogpt_core/_gc.py``).
 
 Both sides run N concurrent sessions of C cycles in which "the model" answers after 50 ms
 (``trio.sleep``): the skeleton does only the sleeps; the runtime does everything a real
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -26,12 +29,14 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
+from autogpt_core import _gc
 from autogpt_core._config import Config, Limits
 from autogpt_core.agent._runtime import Runtime
 from autogpt_core.agent._session import RunOptions
@@ -90,12 +95,30 @@ class Timed:
     outcomes: dict[str, int]
 
 
+#: Whether the runtime runs with the collector as ``autogpt run``/``serve`` set it
+#: (``autogpt_core._gc.tune``); ``--gc default`` keeps CPython's defaults, to compare.
+TUNED_GC = True
+
+
 def timed_runtime(root: Path, sessions: int, cycles: int) -> Timed:
     """The runtime's run, with its wall time and the CPU time of the whole process (every
     thread: the event loop, the store's writer, the workers)."""
     cpu = time.process_time()
     took, outcomes = trio.run(runtime, root, sessions, cycles)
     return Timed(took, time.process_time() - cpu, outcomes)
+
+
+@contextlib.contextmanager
+def collector_as_the_cli_sets_it() -> Iterator[None]:
+    """The garbage collector as the commands that run sessions set it (``TUNED_GC``),
+    restored afterwards (the skeleton and the peers keep CPython's defaults)."""
+    previous = gc.get_threshold()
+    if TUNED_GC:
+        _gc.tune()
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 async def runtime(root: Path, sessions: int, cycles: int) -> tuple[float, dict[str, int]]:
@@ -108,6 +131,14 @@ async def runtime(root: Path, sessions: int, cycles: int) -> tuple[float, dict[s
     plugins.providers["sleepy"] = ("bench", lambda options: SleepyProvider(cycles))
     outcomes: dict[str, int] = {}
     started = time.perf_counter()
+    with collector_as_the_cli_sets_it():
+        await _run_sessions(root, sessions, plugins, config, outcomes)
+    return time.perf_counter() - started, outcomes
+
+
+async def _run_sessions(
+    root: Path, sessions: int, plugins: Any, config: Config, outcomes: dict[str, int]
+) -> None:
     async with Runtime(config, plugins=plugins) as rt:
 
         async def one(i: int) -> None:
@@ -120,7 +151,6 @@ async def runtime(root: Path, sessions: int, cycles: int) -> tuple[float, dict[s
         async with trio.open_nursery() as nursery:
             for i in range(sessions):
                 nursery.start_soon(one, i)
-    return time.perf_counter() - started, outcomes
 
 
 def count_writes(root: Path) -> int:
@@ -145,7 +175,15 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--cycles", type=int, default=10)
     parser.add_argument("--big", type=int, default=10_000, help="0 to skip the big run")
+    parser.add_argument(
+        "--gc",
+        choices=["tuned", "default"],
+        default="tuned",
+        help="the collector as 'autogpt run' sets it (tuned), or CPython's defaults",
+    )
     args = parser.parse_args()
+    global TUNED_GC
+    TUNED_GC = args.gc == "tuned"
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     # Each running session keeps its JSON-lines log open.
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -162,7 +200,7 @@ def main() -> int:
         skeleton_time = min(base, base_again)
         print(
             f"{args.sessions} sessions x {args.cycles} cycles, "
-            f"model latency {LATENCY * 1000:.0f} ms"
+            f"model latency {LATENCY * 1000:.0f} ms, garbage collector {args.gc}"
         )
         per_cycle = run.cpu / (args.sessions * args.cycles) * 1e6
         print(f"  CPU per cycle: {per_cycle:,.0f} us   (goal <= 300)")

@@ -258,9 +258,13 @@ def _resolve_session_id(config: Config, text: str) -> str:
 def run_unwrapped(main: Any) -> Any:
     """``trio.run(main)``, where ``main`` runs its work in a nursery beside a signal
     watcher: our own errors (a missing key, a bad recording) and a second Ctrl-C are
-    raised as themselves, not as an exception group."""
+    raised as themselves, not as an exception group. The garbage collector is set for a
+    process that runs sessions first (``_gc.tune``)."""
     import trio
 
+    from .. import _gc
+
+    _gc.tune()  # this process runs sessions: see _gc.py
     try:
         return trio.run(main)
     except BaseExceptionGroup as group:
