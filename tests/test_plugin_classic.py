@@ -29,6 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import autogpt_plugins.classic as classic_module
+import autogpt_plugins.classic._loading as classic_loading
 from autogpt_core._config import DEFAULT_GRANTS, Config
 from autogpt_core.agent._options import RunOptions
 from autogpt_core.agent._runtime import Runtime
@@ -898,6 +899,21 @@ async def test_a_call_given_up_on_never_runs_and_a_closed_thread_runs_nothing() 
     with pytest.raises(PluginClosed), trio.fail_after(5):
         await thread.run(lambda: ran.append("closed"))
     assert ran == []
+
+
+def test_a_zip_that_unpacks_too_large_is_refused_unread(
+    greeter: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zip unpacking to more than a plugin could need (a zip bomb) is refused from its
+    directory alone, before anything in it is decompressed; the others load."""
+    monkeypatch.setattr(classic_loading, "_MAX_UNPACKED", 100_000)
+    with zipfile.ZipFile(tmp_path / "plugins" / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("autogpt_plugins/bomb/__init__.py", "0" * 200_000)
+    config = _config(tmp_path, ["plugins/bomb.zip", "plugins/greeter.zip"], ["Greeter"])
+    plugins = _load(config)
+    reason = dict(plugins.records["classic"].unmapped)["plugins/bomb.zip"]
+    assert "unpacks to 200,000 bytes, more than a plugin's 100,000" in reason
+    assert "Greeter.greet" in {c.name for c in plugins.commands}
 
 
 # --- hints, names ------------------------------------------------------------------------

@@ -33,6 +33,9 @@ PRIVATE_PREFIX = "_autogpt_classic_"
 _MAX_DEPTH = 5
 _MAX_ENTRIES = 20_000
 _SKIPPED_DIRS = ("__pycache__", "__MACOSX")
+#: What a zip may unpack to: it is checked whole (``testzip``) at every load, so a zip
+#: bomb would cost that much CPU each time.
+_MAX_UNPACKED = 256 * 1024 * 1024
 
 
 class SourceError(Exception):
@@ -104,6 +107,13 @@ def _zip_packages(source: str, path: Path) -> list[Package]:
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
+            unpacked = sum(info.file_size for info in archive.infolist())
+            if unpacked > _MAX_UNPACKED:
+                raise SourceError(
+                    f"{path} unpacks to {unpacked:,} bytes, more than a plugin's "
+                    f"{_MAX_UNPACKED:,}: it is not a classic plugin's zip (or one packed with "
+                    "far more than its code); give the plugin's own zip"
+                )
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise SourceError(
