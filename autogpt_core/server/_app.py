@@ -722,6 +722,13 @@ class Api:
             if live is None:
                 record = await self.store.get_session(task_id)
                 if record.status in ENDED:
+                    # Its last events may have been committed after the look above (by
+                    # another server, or just before this one parked it): every event is
+                    # stored before the session is marked ended, so one more look now
+                    # finds all that is left.
+                    while rest := await self._encoded_events(task_id, after):
+                        after = rest[-1][0]
+                        yield "".join(text for _, text in rest)
                     yield _sse("finished", {"status": str(record.status), "result": record.result})
                     return
             # Another process's writes wake this stream through the store's notifications
