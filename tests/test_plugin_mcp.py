@@ -7,6 +7,7 @@ through the real runtime with a scripted model, so consent is the core's.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -230,6 +231,7 @@ def test_a_kept_tool_list_starts_no_server_at_load(server_script: Path, tmp_path
     kept = cache.read_text()
     assert "add_note" in kept
     assert KEY not in kept
+    assert hashlib.sha256(KEY.encode()).hexdigest() not in kept  # not even a verifier
     again = {c.name: c.decl for c in _load(config).commands if c.bridged}
     assert again == first
     assert len(_started_pids(tmp_path)) == 1  # not started: the list was kept

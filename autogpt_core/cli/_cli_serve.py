@@ -109,7 +109,6 @@ def _port(text: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-
     from .._errors import ConfigError
     from ..agent._options import RunOptions
     from ..hooks._tracing import trace_factory

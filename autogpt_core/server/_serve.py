@@ -71,7 +71,6 @@ async def serve(
     task_status: trio.TaskStatus[ServerHandle] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until stopped; ``task_status.started`` gets the ``ServerHandle``."""
-
     if not options.auth and not is_loopback(options.host):
         raise ConfigError(
             f"--no-auth serves anyone who reaches {options.host}: it is allowed on loopback "

@@ -131,7 +131,11 @@ class _Load:
     plugins: list[Classic] = attrs.field(factory=list)
     classic_names: dict[str, str] = attrs.field(factory=dict)
     ours: dict[str, str] = attrs.field(factory=dict)
-    loaded: set[str] = attrs.field(factory=set)
+
+    @property
+    def loaded(self) -> set[str]:
+        """The prefixes loaded so far."""
+        return {plugin.prefix for plugin in self.plugins}
 
 
 class _Stuck(Exception):
@@ -265,7 +269,6 @@ class ClassicBridge:
         if kept is not None:
             # The same code as before (the module's name changes with its file): neither
             # created nor asked for its commands again.
-            load.loaded.add(key)
             load.plugins.append(kept)
             for reported in kept.reports:
                 load.unmapped(*reported)
@@ -327,7 +330,6 @@ class ClassicBridge:
                 "come); fix it and load again",
             )
             return
-        load.loaded.add(key)
         load.plugins.append(plugin)
         self._register(load, plugin)
 

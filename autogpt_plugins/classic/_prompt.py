@@ -15,9 +15,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-#: A command name keeps letters, digits, ``_`` and ``-``; any other character becomes
-#: ``_`` (the OpenAPI bridge's rule for an ``operationId``).
-_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+from .._bridge import command_name as bridged_name
+
 #: ``optional`` in a hint, with the brackets or colon around it: ``(optional)``,
 #: ``optional:``, ``[optional]``.
 _OPTIONAL = re.compile(r"[(\[]?\s*\boptional\b\s*[)\]]?\s*:?", re.IGNORECASE)
@@ -95,7 +94,7 @@ def prompt_text(prompt: PromptGenerator) -> str:
 
 def command_name(name: object) -> str:
     """The ``NAME`` of ``PREFIX.NAME`` for a classic command name (``""``: none left)."""
-    return _NAME_CHARS.sub("_", str(name).strip()) if name is not None else ""
+    return bridged_name(str(name)) if name is not None else ""
 
 
 def hint_schema(hint: object) -> tuple[dict[str, Any], bool]:

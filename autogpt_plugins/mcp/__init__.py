@@ -81,10 +81,11 @@ class MCPBridge:
                 listed[spec.name] = kept  # not started: the first call starts it
         unlisted = [spec for spec in specs if spec.name not in listed]
         if unlisted:
-            for name, tools in list_tools(unlisted, timeout, settings.data_dir).items():
-                listed[name] = tools
+            fresh = list_tools(unlisted, timeout, settings.data_dir)
+            for spec in unlisted:
+                tools = listed[spec.name] = fresh[spec.name]
                 if cache is not None and not isinstance(tools, str):
-                    cache.put(next(s for s in unlisted if s.name == name), tools)
+                    cache.put(spec, tools)
         self._connections = {}
         for spec in specs:
             tools = listed[spec.name]

@@ -2,8 +2,10 @@
 tools is called.
 
 ``tools-cache.json`` in the plugin's data directory holds, per server, the tools it listed
-and a fingerprint of its configured entry (command, arguments, directory, URL, and a
-digest of each ``env``/``headers`` value: never a value itself). At load a server whose
+and a fingerprint of its configured entry (command, arguments, directory, URL, and the
+names of its ``env`` variables and ``headers``: never their values, which may be secrets
+read from the environment -- not even as digests, which would let a reader of the file
+test guesses). At load a server whose
 entry has the fingerprint of its cached list is not started; a new or changed entry is
 started and listed, and its list kept. Each call session lists the tools again when it
 opens, and keeps what it finds, so a server that changed its tools is seen from the next
@@ -33,18 +35,15 @@ MAX_AGE_SECONDS = 24 * 3600.0
 
 
 def fingerprint(spec: ServerSpec) -> str:
-    """What identifies a server's configured entry; secrets only as digests."""
-
-    def digests(values: Any) -> dict[str, str]:
-        return {k: hashlib.sha256(str(v).encode()).hexdigest() for k, v in sorted(values.items())}
-
+    """What identifies a server's configured entry; of ``env`` and ``headers`` the names
+    only (a changed value is seen when a call session lists the tools again)."""
     shape = {
         "command": spec.command,
         "args": list(spec.args),
         "cwd": spec.cwd,
         "url": spec.url,
-        "env": digests(spec.env),
-        "headers": digests(spec.headers),
+        "env": sorted(spec.env),
+        "headers": sorted(spec.headers),
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
 

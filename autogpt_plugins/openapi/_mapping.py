@@ -16,6 +16,8 @@ from urllib.parse import unquote
 
 import attrs
 
+from .._bridge import command_name
+
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 #: Where a parameter may be; ``cookie`` parameters are not supported.
 LOCATIONS = ("path", "query", "header")
@@ -29,8 +31,6 @@ MAX_SCHEMA_NODES = 5000
 BODY = "body"
 #: Security scheme kinds the bridge can send: ``(type, scheme or "in")``.
 SUPPORTED_SECURITY = {("http", "bearer"), ("apikey", "header")}
-
-_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class Unmappable(Exception):
@@ -151,7 +151,7 @@ def _operation(
     op_id = operation.get("operationId")
     if not isinstance(op_id, str) or not op_id.strip():
         raise Unmappable("it has no operationId, which names the command; add one")
-    name = _NAME_CHARS.sub("_", op_id.strip())
+    name = command_name(op_id)
     authenticated = _security(document, operation)
     budget = [MAX_SCHEMA_NODES]
     properties: dict[str, Any] = {}
