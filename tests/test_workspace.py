@@ -98,6 +98,63 @@ def test_every_path_stays_inside_or_is_refused(paths: list[PathSpec], data: st.D
             assert _snapshot(layout) == before
 
 
+def _resolved_by_realpath(root: Path, path: str) -> Path | None:
+    """What ``resolve`` must return, by its definition: ``realpath`` of the path joined to
+    the root, if that is the root or inside it (``None``: it must be refused)."""
+    real = Path(os.path.realpath(os.path.join(root, path)))
+    return real if real == root or real.is_relative_to(root) else None
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(paths=st.lists(path_specs(), min_size=1, max_size=8))
+def test_resolve_is_realpath_confined_to_the_root(paths: list[PathSpec]) -> None:
+    """Resolving walks down from the root, one lookup per name, when the path allows it
+    (relative, no '..', no link on the way). Whatever route it takes, the result is what
+    realpath makes of the path under the root, and a path realpath puts outside is refused."""
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = build_layout(Path(tmp))
+        ws = Workspace(layout.root)
+        for spec in paths:
+            path = spec.render(layout)
+            try:
+                got: Path | None = ws.resolve(path)
+            except WorkspaceError as error:
+                _assert_names_path(error, path)
+                got = None
+                event("refused")
+            try:
+                encoded = os.fsencode(path)
+            except UnicodeError:
+                continue  # refused before any lookup: no file name can hold it
+            if b"\0" in encoded or not path.strip() or len(encoded) > 4096:
+                continue  # refused before any lookup (test_refusals_name_the_path...)
+            if max(len(part) for part in encoded.split(b"/")) > 255:
+                continue
+            assert got == _resolved_by_realpath(layout.root, path), path
+
+
+def test_resolve_walks_down_from_the_root(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain relative path costs one lookup per name of its own, not one per name of the
+    root's absolute path too; a link on the way still takes realpath's route."""
+    ws = Workspace(layout.root)
+    looked_up: list[str] = []
+    real_lstat = os.lstat
+
+    def counting_lstat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked_up.append(str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", counting_lstat)
+    assert ws.resolve("sub/notes.txt") == layout.root / "sub" / "notes.txt"
+    assert looked_up == [str(layout.root / "sub"), str(layout.root / "sub" / "notes.txt")]
+    looked_up.clear()
+    assert ws.resolve(".") == layout.root
+    assert looked_up == []
+    assert ws.resolve("inner/notes.txt") == layout.root / "sub" / "notes.txt"
+    with pytest.raises(WorkspaceError, match="symbolic link"):
+        ws.resolve("out/secret.txt")
+
+
 # --- explicit cases --------------------------------------------------------------------
 
 

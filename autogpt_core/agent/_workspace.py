@@ -88,6 +88,8 @@ class Workspace:
                 "Fix: give a directory that exists or can be created."
             ) from exc
         self.root = real
+        # The root as the start of a path ("" for "/", so that names join as "/name").
+        self._prefix = str(real).rstrip("/")
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -116,6 +118,9 @@ class Workspace:
         if longest > _NAME_MAX:
             raise _refuse(path, f"has a name of {longest} bytes (at most {_NAME_MAX} per name)")
 
+        below = self._below(path)
+        if below is not None:
+            return below
         candidate = os.path.join(self.root, path)  # an absolute path replaces the root
         real = Path(os.path.realpath(candidate))
         if real == self.root or real.is_relative_to(self.root):
@@ -125,6 +130,32 @@ class Workspace:
                 raise _refuse(path, "is an absolute path outside the workspace")
             raise _refuse(path, "leads outside the workspace through '..'")
         raise _refuse(path, "goes through a symbolic link that points outside the workspace")
+
+    def _below(self, path: str) -> Path | None:
+        """What ``os.path.realpath`` makes of ``path`` under the root, found by walking
+        down from the root (real already) with one ``lstat`` per name, instead of one per
+        name of the whole absolute path; ``None`` for a path that needs the general route:
+        an absolute one, one with ``..``, or one through a symbolic link.
+
+        Like ``realpath``, a name that cannot be looked up (missing, or under a file) is
+        taken as it is.
+        """
+        if os.sep != "/" or path.startswith("/"):
+            return None
+        current = self._prefix
+        for part in path.split("/"):
+            if not part or part == ".":
+                continue
+            if part == "..":
+                return None
+            current = f"{current}/{part}"
+            try:
+                mode = os.lstat(current).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                return None
+        return Path(current) if current else self.root
 
     def relative(self, path: str) -> str:
         """``path`` as the workspace-relative, '/'-separated name it resolves to."""
