@@ -14,6 +14,13 @@ worker threads run on the second core, so wall time alone would hide them), the 
 ratio runtime/skeleton (goal <= 6), peak RSS (goal <= 100 MB), SQLite writes per second,
 and a larger run (``--big`` sessions, default 10,000) that must end without error, with
 its CPU per cycle against the first run's (goal <= 1.2x).
+
+Two floors are measured in the same run, to show what the goals are measured against: the
+skeleton's own CPU per cycle (trio scheduling the sleeps), and the engine alone -- the same
+runtime with no plugin doing work (the console, JSON-lines log, memory and workspace plugins
+disabled) and a model that calls ``ask_user`` (nobody answers) until its last cycle: the
+prompt, the plan, every hook call under isolation and deadline, the dispatcher, the
+emitter, the lease and a store commit per cycle, and nothing else (``--no-floor`` skips it).
 """
 
 from __future__ import annotations
@@ -46,9 +53,15 @@ from hookspecs import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
 LATENCY = 0.05
 
 
-def _answer(cycle: int, last: int) -> tuple[str, dict[str, Any]]:
+#: The plugins the engine-alone run disables: every one that does work in a cycle.
+WORKING_PLUGINS = frozenset({"console", "jsonlog", "memory_sqlite", "workspace"})
+
+
+def _answer(cycle: int, last: int, engine_only: bool = False) -> tuple[str, dict[str, Any]]:
     if cycle >= last:
         return "finish", {"result": "done"}
+    if engine_only:
+        return "ask_user", {"question": "go on?"}
     if cycle == 1:
         return "write_file", {"path": "notes.txt", "content": "benchmark notes\n"}
     if cycle == 2:
@@ -63,12 +76,13 @@ class SleepyProvider:
     """Answers after LATENCY seconds, with a tool call chosen by the cycle number."""
 
     cycles: int
+    engine_only: bool = False
     calls: int = 0
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         await trio.sleep(LATENCY)
         self.calls += 1
-        name, args = _answer(self.calls, self.cycles)
+        name, args = _answer(self.calls, self.cycles, self.engine_only)
         call = ToolCall(f"c{self.calls}", name, json.dumps(args))
         return LLMResponse(Message(Role.ASSISTANT, "", tool_calls=(call,)), Usage(100, 10))
 
@@ -100,12 +114,18 @@ class Timed:
 TUNED_GC = True
 
 
-def timed_runtime(root: Path, sessions: int, cycles: int) -> Timed:
+def timed_runtime(root: Path, sessions: int, cycles: int, engine_only: bool = False) -> Timed:
     """The runtime's run, with its wall time and the CPU time of the whole process (every
     thread: the event loop, the store's writer, the workers)."""
     cpu = time.process_time()
-    took, outcomes = trio.run(runtime, root, sessions, cycles)
+    took, outcomes = trio.run(runtime, root, sessions, cycles, engine_only)
     return Timed(took, time.process_time() - cpu, outcomes)
+
+
+def timed_skeleton(sessions: int, cycles: int) -> Timed:
+    cpu = time.process_time()
+    took = trio.run(skeleton, sessions, cycles)
+    return Timed(took, time.process_time() - cpu, {})
 
 
 @contextlib.contextmanager
@@ -121,14 +141,22 @@ def collector_as_the_cli_sets_it() -> Iterator[None]:
         gc.set_threshold(*previous)
 
 
-async def runtime(root: Path, sessions: int, cycles: int) -> tuple[float, dict[str, int]]:
+async def runtime(
+    root: Path, sessions: int, cycles: int, engine_only: bool = False
+) -> tuple[float, dict[str, int]]:
     config = Config(
         path=root / "config.yaml",
         data_dir=root / "data",
         limits=Limits(max_cycles=cycles + 1),
+        disable=WORKING_PLUGINS if engine_only else frozenset(),
     )
     plugins = load(config, environ={})
-    plugins.providers["sleepy"] = ("bench", lambda options: SleepyProvider(cycles))
+    if engine_only and WORKING_PLUGINS & set(plugins.loaded):
+        raise SystemExit(f"the engine-alone run loaded {sorted(plugins.loaded)}")
+    plugins.providers["sleepy"] = (
+        "bench",
+        lambda options: SleepyProvider(cycles, engine_only),
+    )
     outcomes: dict[str, int] = {}
     started = time.perf_counter()
     with collector_as_the_cli_sets_it():
@@ -176,6 +204,9 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=10)
     parser.add_argument("--big", type=int, default=10_000, help="0 to skip the big run")
     parser.add_argument(
+        "--no-floor", action="store_true", help="skip the engine-alone run (the floor)"
+    )
+    parser.add_argument(
         "--gc",
         choices=["tuned", "default"],
         default="tuned",
@@ -192,12 +223,13 @@ def main() -> int:
     os.environ["AUTOGPT_DATA_DIR"] = str(root / "data")
     try:
         with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-            base = trio.run(skeleton, args.sessions, args.cycles)
+            base = timed_skeleton(args.sessions, args.cycles)
             run = timed_runtime(root / "a", args.sessions, args.cycles)
-            base_again = trio.run(skeleton, args.sessions, args.cycles)
+            base_again = timed_skeleton(args.sessions, args.cycles)
         rss = peak_rss_mb()
         writes = count_writes(root / "a")
-        skeleton_time = min(base, base_again)
+        skeleton_time = min(base.wall, base_again.wall)
+        skeleton_cpu = min(base.cpu, base_again.cpu) / (args.sessions * args.cycles) * 1e6
         print(
             f"{args.sessions} sessions x {args.cycles} cycles, "
             f"model latency {LATENCY * 1000:.0f} ms, garbage collector {args.gc}"
@@ -212,21 +244,39 @@ def main() -> int:
             f"  (absolute, for reference: runtime {run.wall:.2f}s wall, {run.cpu:.2f}s CPU; "
             f"skeleton {skeleton_time:.2f}s)"
         )
+        print(f"  floor: the skeleton itself, {skeleton_cpu:,.0f} us of CPU per cycle")
+        if not args.no_floor:
+            with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+                alone = timed_runtime(root / "e", args.sessions, args.cycles, engine_only=True)
+            alone_per_cycle = alone.cpu / (args.sessions * args.cycles) * 1e6
+            print(
+                f"  floor: the engine alone (no plugin doing work), {alone_per_cycle:,.0f} us "
+                f"of CPU per cycle = {alone_per_cycle / per_cycle:.0%} of the run above, "
+                f"wall {alone.wall / skeleton_time:.2f}x the skeleton; outcomes {alone.outcomes}"
+            )
         if args.big:
             with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-                big_base = trio.run(skeleton, args.big, args.cycles)
+                big_base = timed_skeleton(args.big, args.cycles)
                 big = timed_runtime(root / "b", args.big, args.cycles)
             errors = args.big - big.outcomes.get("finished", 0)
             big_per_cycle = big.cpu / (args.big * args.cycles) * 1e6
             print(
                 f"{args.big} sessions x {args.cycles} cycles: CPU per cycle {big_per_cycle:,.0f} us"
                 f" = {big_per_cycle / per_cycle:.2f}x the {args.sessions}-session run "
-                f"(goal <= 1.2), wall {big.wall / big_base:.2f}x the skeleton"
+                f"(goal <= 1.2), wall {big.wall / big_base.wall:.2f}x the skeleton"
             )
             print(
                 f"  {errors} not finished, outcomes {big.outcomes}, peak RSS {peak_rss_mb():.0f} MB"
             )
-            print(f"  (absolute, for reference: runtime {big.wall:.1f}s, skeleton {big_base:.2f}s)")
+            big_skeleton_cpu = big_base.cpu / (args.big * args.cycles) * 1e6
+            print(
+                f"  the skeleton itself: {big_skeleton_cpu:,.0f} us of CPU per cycle = "
+                f"{big_skeleton_cpu / skeleton_cpu:.2f}x its {args.sessions}-session run"
+            )
+            print(
+                f"  (absolute, for reference: runtime {big.wall:.1f}s, "
+                f"skeleton {big_base.wall:.2f}s)"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
