@@ -450,11 +450,17 @@ def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
     settings = {}
     for name in draw(st.lists(_command_names, max_size=3, unique=True)):
         kind = draw(st.sampled_from(sorted(_SETTING_VALUES)))
-        settings[name] = {
-            "type": kind,
-            "default": draw(_SETTING_VALUES[kind]),
-            "secret": draw(st.booleans()),
-        }
+        default = draw(_SETTING_VALUES[kind])
+        settings[name] = {"type": kind, "default": default, "secret": draw(st.booleans())}
+        # Bounds and choices the default obeys (a bound may equal it).
+        if kind in ("integer", "number"):
+            if draw(st.booleans()):
+                settings[name]["minimum"] = default - draw(st.integers(0, 100))
+            if draw(st.booleans()):
+                settings[name]["maximum"] = default + draw(st.integers(0, 100))
+        if kind != "boolean" and draw(st.booleans()):
+            others = draw(st.lists(_SETTING_VALUES[kind], max_size=3))
+            settings[name]["enum"] = list(dict.fromkeys([*others, default]))
     pid = draw(plugin_ids)
     others = st.lists(plugin_ids.filter(lambda o: o != pid), max_size=2, unique=True)
     return {

@@ -195,6 +195,17 @@ def test_the_console_runs_a_task_and_configures_a_plugin(
         field.fill("12.5")
         page.locator("#plugin-save").click()
         expect(page.locator("#setting-error-max_output")).to_have_text("must be a whole number")
+        # The manifest's bounds: shown, and a value outside them refused by the server.
+        expect(page.locator('[data-setting="max_output"] .hint')).to_contain_text("At least 1.")
+        field.fill("0")
+        page.locator("#plugin-save").click()
+        expect(page.locator("#setting-error-max_output")).to_contain_text(
+            "in the config is 0, but it must be at least 1"
+        )
+        assert "shell" not in load_config(config_path).plugin_settings
+        refused = f"422 PUT {server.url}/ap/v1/plugins/shell/settings"
+        assert problems == [refused]  # that answer, and nothing else, was an error
+        problems.clear()
         field.fill("5000")
         page.locator("#plugin-save").click()
         expect(page.locator("#plugin-message")).to_contain_text("Saved max_output")
@@ -272,6 +283,7 @@ def test_enabling_and_settings_write_the_config_file_and_say_when_they_apply(
         assert changed.status_code == 200, changed.text
         timeout = next(s for s in changed.json()["settings"] if s["name"] == "timeout")
         assert (timeout["value"], timeout["default"], timeout["source"]) == (7.5, 20, "config")
+        assert (timeout["minimum"], timeout["maximum"], timeout["enum"]) == (1, 600, None)
         config = load_config(tmp_path / "config.yaml")
         assert "web" in config.enable
         assert config.plugin_settings["web"] == {"timeout": 7.5}
@@ -299,6 +311,12 @@ def test_enabling_and_settings_write_the_config_file_and_say_when_they_apply(
         ({"settings": {"max_bytes": 1.5}}, "settings.max_bytes: must be a whole number"),
         ({"settings": {"max_bytes": True}}, "settings.max_bytes: must be a whole number"),
         ({"settings": {"colour": "red"}}, "settings.colour: plugin 'web' has no such setting"),
+        (
+            {"settings": {"timeout": 0}},
+            "settings.timeout: plugin 'web': setting 'timeout' in the config is 0, but it must "
+            "be at least 1",
+        ),
+        ({"settings": {"timeout": 601}}, "settings.timeout: plugin 'web'"),
         ({"settings": []}, "settings: give the settings"),
         ({}, "settings: give the settings"),
     ],

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from autogpt_core import ManifestError
 from autogpt_core.plugins._manifest import (
     MAX_MANIFEST_BYTES,
     MAX_MANIFEST_DEPTH,
     Manifest,
+    SettingDecl,
     load_manifest,
     parse_manifest,
+    setting_problem,
     validate_manifest,
 )
 from tests.strategies import (
@@ -504,3 +509,142 @@ def test_each_missing_field_is_reported_once() -> None:
         validate_manifest({"id": "bad"})
     lines = str(info.value).splitlines()
     assert len(lines) == len(set(lines)) == 3
+
+
+# --- setting bounds and choices --------------------------------------------------------
+
+
+def _with_setting(setting: str) -> str:
+    head = "manifest_version: 1\nid: notes\nname: Notes\nversion: '1'\n"
+    return f"{head}config:\n  settings:\n    limit: {setting}\n"
+
+
+@pytest.mark.parametrize(
+    ("setting", "field", "problem"),
+    [
+        (
+            "{type: string, minimum: 1}",
+            "config.settings.limit.minimum",
+            "'minimum' applies to integer and number settings, not to a string",
+        ),
+        (
+            "{type: integer, minimum: 5, maximum: 2}",
+            "config.settings.limit.minimum",
+            "the minimum 5 is above the maximum 2",
+        ),
+        (
+            "{type: number, maximum: .inf}",
+            "config.settings.limit.maximum",
+            "inf is not a finite number",
+        ),
+        (
+            "{type: boolean, enum: [true]}",
+            "config.settings.limit.enum",
+            "'enum' applies to string, integer and number settings, not to true or false",
+        ),
+        (
+            "{type: integer, enum: [1, two]}",
+            "config.settings.limit.enum[1]",
+            "the choice 'two' is not a whole number",
+        ),
+        (
+            "{type: integer, minimum: 1, default: 0}",
+            "config.settings.limit.default",
+            "the default 0 must be at least 1",
+        ),
+        (
+            "{type: number, maximum: 2.5, default: 3}",
+            "config.settings.limit.default",
+            "the default 3 must be at most 2.5",
+        ),
+        (
+            "{type: string, enum: [fast, slow], default: quick}",
+            "config.settings.limit.default",
+            "the default 'quick' must be one of 'fast', 'slow'",
+        ),
+        (
+            "{type: string, enum: []}",
+            "config.settings.limit.enum",
+            "should be non-empty",
+        ),
+    ],
+)
+def test_setting_bounds_and_choices_are_checked(setting: str, field: str, problem: str) -> None:
+    """Bounds fit numbers only and are finite and in order, choices have the setting's
+    type, and the default obeys both: each mistake is named where it is."""
+    issues = _issues(_with_setting(setting))
+    assert any(f == field and problem in p for f, p in issues), issues
+
+
+def test_setting_bounds_and_choices_load() -> None:
+    manifest = parse_manifest(
+        _with_setting("{type: integer, minimum: 1, maximum: 9, enum: [1, 3, 9], default: 3}")
+    )
+    (decl,) = manifest.settings
+    assert (decl.minimum, decl.maximum, decl.enum, decl.default) == (1, 9, (1, 3, 9), 3)
+    assert Manifest.from_json(json.loads(json.dumps(manifest.to_json()))) == manifest
+
+
+def test_a_cached_manifest_from_before_the_bounds_is_read_again() -> None:
+    """The manifest cache's entries written before settings had bounds lack the keys:
+    rebuilding one fails, so the cache reads the file again instead of dropping bounds."""
+    data = parse_manifest(_with_setting("{type: integer, minimum: 1}")).to_json()
+    for setting in data["settings"]:
+        del setting["minimum"], setting["maximum"], setting["enum"]
+    with pytest.raises(KeyError):
+        Manifest.from_json(data)
+
+
+_BOUNDED_TYPES = st.sampled_from(["string", "integer", "number"])
+_numbers = st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False, allow_infinity=False))
+
+
+@st.composite
+def _declared_and_value(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
+    kind = draw(_BOUNDED_TYPES)
+    schema: dict[str, Any] = {"type": kind}
+    values = {"string": st.sampled_from(["", "a", "b", "ab"]), "integer": st.integers(-5, 5)}
+    values["number"] = _numbers
+    if kind != "string":
+        if draw(st.booleans()):
+            schema["minimum"] = draw(_numbers)
+        if draw(st.booleans()):
+            schema["maximum"] = draw(_numbers)
+    if draw(st.booleans()):
+        schema["enum"] = draw(st.lists(values[kind], min_size=1, max_size=3, unique=True))
+    anything = st.one_of(
+        values[kind],
+        st.booleans(),
+        st.none(),
+        st.text(max_size=2),
+        _numbers,
+        st.just(float("nan")),
+        st.just(float("inf")),
+        st.lists(st.integers(), max_size=1),
+    )
+    return schema, draw(anything)
+
+
+@settings(max_examples=400)
+@given(_declared_and_value())
+def test_setting_problem_is_json_schema_for_finite_values(case: tuple[dict[str, Any], Any]) -> None:
+    """A value breaks a setting's type, bounds or choices exactly when JSON Schema says it
+    breaks the same keywords; besides, a number must be finite, and an integer an int."""
+    schema, value = case
+    decl = SettingDecl(
+        name="limit",
+        type=schema["type"],
+        minimum=schema.get("minimum"),
+        maximum=schema.get("maximum"),
+        enum=tuple(schema["enum"]) if "enum" in schema else None,
+    )
+    problem = setting_problem(decl, value)
+    valid = jsonschema.Draft202012Validator(schema).is_valid(value)
+    if isinstance(value, float) and not math.isfinite(value) and schema["type"] == "number":
+        assert problem == "must be a finite number"
+    elif isinstance(value, float) and schema["type"] == "integer":
+        # JSON Schema takes 3.0 as an integer; a setting takes 3 only, so that a plugin
+        # gets the int its manifest promises.
+        assert problem == "must be a whole number"
+    else:
+        assert (problem is None) == valid, (schema, value, problem)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from autogpt_core._config import Config
 from autogpt_core._errors import ConfigError
 from autogpt_core._secrets import read_secrets, store_secret
 from autogpt_core.plugins._manifest import parse_manifest
-from autogpt_core.plugins._setup import needs
+from autogpt_core.plugins._setup import ask_for, needs
 
 from .distfactory import write_wheel
 from .venvkit import Venv
@@ -225,3 +226,33 @@ def test_the_secrets_file_is_private_and_strict(tmp_path: Path) -> None:
         read_secrets(path)
     with pytest.raises(ConfigError, match="one line"):
         store_secret(tmp_path / "other.env", "A_KEY", "two\nlines")
+
+
+def test_an_answer_outside_the_settings_bounds_is_refused(tmp_path: Path) -> None:
+    """A required setting asked for at enable time obeys its manifest's bounds and
+    choices: an answer outside them is refused with the rule, and nothing is kept."""
+    manifest = parse_manifest(
+        "manifest_version: 1\nid: quota\nname: Quota\nversion: '1'\nconfig:\n  settings:\n"
+        "    per_day: {type: integer, required: true, minimum: 1, maximum: 100}\n"
+        "    plan: {type: string, required: true, enum: [free, paid]}\n"
+    )
+    config = Config(path=tmp_path / "c.yaml", data_dir=tmp_path)
+    need = needs(manifest, config, environ={})
+    for answers, problem in [
+        (["0", "free"], "plugin 'quota': per_day must be at least 1, not '0'"),
+        (["7", "gold"], "plugin 'quota': plan must be one of 'free', 'paid', not 'gold'"),
+    ]:
+        given = iter(answers)
+        with pytest.raises(ConfigError, match=re.escape(problem)):
+            ask_for(
+                [(manifest, need)],
+                ask=lambda _, given=given: next(given),
+                ask_secret=lambda _: "",
+                say=lambda _: None,
+            )
+    given = iter(["100", "paid"])
+    answers = ask_for(
+        [(manifest, need)], ask=lambda _: next(given), ask_secret=lambda _: "", say=print
+    )
+    assert answers is not None
+    assert answers.settings == {"quota": {"per_day": 100, "plan": "paid"}}

@@ -60,3 +60,48 @@ def test_problems_name_the_setting_and_never_the_secret() -> None:
         "plugin 'demo': setting 'token' in the config is the secret value, not a string; "
         "fix plugins.settings.demo.token"
     ]
+
+
+BOUNDED = """
+manifest_version: 1
+id: demo
+name: Demo
+version: "1"
+permissions: ["secrets:DEMO_PIN"]
+config:
+  settings:
+    retries: {type: integer, default: 2, minimum: 0, maximum: 5, env: DEMO_RETRIES}
+    mode: {type: string, default: fast, enum: [fast, slow]}
+    pin: {type: integer, secret: true, env: DEMO_PIN, minimum: 1000}
+"""
+
+
+def test_bounds_and_choices_refuse_values_from_config_and_environment() -> None:
+    """A value outside its setting's bounds or choices is refused, from the config file
+    or the environment, naming the setting, the value (unless secret) and the rule; a
+    value inside them is taken."""
+    manifest = parse_manifest(BOUNDED)
+    settings, _, problems = resolve_settings(
+        manifest, {"retries": 5, "mode": "slow"}, data_dir=None, environ={"DEMO_PIN": "4321"}
+    )
+    assert problems == []
+    assert settings.values == {"retries": 5, "mode": "slow", "pin": 4321}
+
+    _, _, problems = resolve_settings(
+        manifest, {"retries": 6, "mode": "quick"}, data_dir=None, environ={"DEMO_PIN": "12"}
+    )
+    assert problems == [
+        "plugin 'demo': setting 'mode' in the config is 'quick', but it must be one of "
+        "'fast', 'slow'; fix plugins.settings.demo.mode",
+        "plugin 'demo': setting 'pin': $DEMO_PIN is the secret value, but it must be at "
+        "least 1000; fix the environment variable",
+        "plugin 'demo': setting 'retries' in the config is 6, but it must be at most 5; "
+        "fix plugins.settings.demo.retries",
+    ]
+    _, _, problems = resolve_settings(
+        manifest, {}, data_dir=None, environ={"DEMO_RETRIES": "-1", "DEMO_PIN": "1000"}
+    )
+    assert problems == [
+        "plugin 'demo': setting 'retries': $DEMO_RETRIES is '-1', but it must be at least 0; "
+        "fix the environment variable"
+    ]

@@ -271,6 +271,9 @@ def cmd_info(args: argparse.Namespace) -> int:
                     "env": s.env,
                     "secret": s.secret,
                     "default": None if s.secret else s.default,
+                    "minimum": s.minimum,
+                    "maximum": s.maximum,
+                    "enum": None if s.enum is None else list(s.enum),
                     "description": s.description,
                 }
                 for s in manifest.settings
@@ -341,7 +344,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         for s in info["settings"]:
             env = f" (env ${s['env']})" if s["env"] else ""
             secret = " [secret]" if s["secret"] else ""
-            _say(f"  setting {s['name']}: {s['type']}{env}{secret} {s['description']}")
+            rule = _setting_rule(s)
+            _say(
+                printable(
+                    f"  setting {s['name']}: {s['type']}{rule}{env}{secret} {s['description']}",
+                    newlines=False,
+                )
+            )
         for r in info["requirements"]:
             state = f"installed {r['installed']}" if r["installed"] else "MISSING"
             _say(f"  requirement {r['requirement']}: {state}")
@@ -678,3 +687,21 @@ def cmd_new(args: argparse.Namespace) -> int:
     demo = shlex.quote(f"replay:{shown}/demo.replay.json")
     _say(f'  autogpt run "Try the {args.plugin_id} plugin" --llm {demo}')
     return 0
+
+
+def _setting_rule(setting: Mapping[str, Any]) -> str:
+    """A setting's bounds, choices and (unless secret) default, as ``plugins info`` shows
+    them: `` from 1 to 600, default 20``."""
+    parts = []
+    low, high = setting.get("minimum"), setting.get("maximum")
+    if low is not None and high is not None:
+        parts.append(f"from {low} to {high}")
+    elif low is not None:
+        parts.append(f"at least {low}")
+    elif high is not None:
+        parts.append(f"at most {high}")
+    if setting.get("enum") is not None:
+        parts.append("one of " + ", ".join(json.dumps(c) for c in setting["enum"]))
+    if setting.get("default") is not None and not setting.get("secret"):
+        parts.append(f"default {json.dumps(setting['default'])}")
+    return f" ({'; '.join(parts)})" if parts else ""

@@ -16,6 +16,7 @@ gigabytes ("billion laughs") or into a structure that contains itself.
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -83,6 +84,11 @@ class SettingDecl:
     env: str | None = None
     secret: bool = False
     required: bool = False
+    #: Bounds of an integer or number setting (``None``: unbounded), inclusive.
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    #: The only values a string, integer or number setting may take (``None``: any).
+    enum: tuple[Any, ...] | None = None
 
 
 @attrs.frozen
@@ -134,7 +140,18 @@ class Manifest:
             )
             for c in fields["commands"]
         )
-        fields["settings"] = tuple(SettingDecl(**s) for s in fields["settings"])
+        # Indexed: an entry cached before the bounds existed is re-read (KeyError).
+        fields["settings"] = tuple(
+            SettingDecl(
+                **{
+                    **s,
+                    "minimum": s["minimum"],
+                    "maximum": s["maximum"],
+                    "enum": None if s["enum"] is None else tuple(s["enum"]),
+                }
+            )
+            for s in fields["settings"]
+        )
         bridged = fields["bridged"]  # indexed: an entry cached before the field is re-read
         fields["bridged"] = (
             None
@@ -591,6 +608,90 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                     f"make the default {TYPE_NAMES[want]}, or change 'type'",
                 )
             )
+        elif want in _SETTING_TYPES:
+            issues.extend(_constraint_issues(setting, want, where, source))
+    return issues
+
+
+def _constraint_issues(
+    setting: dict[Any, Any], want: str, where: str, source: str
+) -> list[ManifestIssue]:
+    """A setting's ``minimum``, ``maximum`` and ``enum``: each fits its type, the bounds
+    are finite and in order, the choices have the setting's type, and the default obeys
+    them all."""
+    issues: list[ManifestIssue] = []
+    bounds = {k: setting[k] for k in ("minimum", "maximum") if k in setting}
+    for key, bound in bounds.items():
+        if want not in ("integer", "number"):
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"{where}.{key}",
+                    f"'{key}' applies to integer and number settings, not to {TYPE_NAMES[want]}",
+                    f"remove '{key}', or make the type integer or number",
+                )
+            )
+        elif isinstance(bound, int | float) and not math.isfinite(bound):
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"{where}.{key}",
+                    f"{_short(bound)} is not a finite number",
+                    f"give a finite '{key}', or remove it for no bound",
+                )
+            )
+    low, high = bounds.get("minimum"), bounds.get("maximum")
+    if isinstance(low, int | float) and isinstance(high, int | float) and low > high:
+        issues.append(
+            ManifestIssue(
+                source,
+                f"{where}.minimum",
+                f"the minimum {_short(low)} is above the maximum {_short(high)}",
+                "swap them, or fix the one that is wrong",
+            )
+        )
+    choices = setting.get("enum")
+    if isinstance(choices, list):
+        if want not in ("string", "integer", "number"):
+            issues.append(
+                ManifestIssue(
+                    source,
+                    f"{where}.enum",
+                    f"'enum' applies to string, integer and number settings, not to "
+                    f"{TYPE_NAMES[want]}",
+                    "remove 'enum', or make the type string, integer or number",
+                )
+            )
+        for i, choice in enumerate(choices):
+            if not matches_type(choice, want):
+                issues.append(
+                    ManifestIssue(
+                        source,
+                        f"{where}.enum[{i}]",
+                        f"the choice {_short(choice)} is not {TYPE_NAMES[want]}",
+                        f"make every choice {TYPE_NAMES[want]}, or change 'type'",
+                    )
+                )
+    default = setting.get("default")
+    if issues or default is None:
+        return issues
+    decl = SettingDecl(
+        name=where,
+        type=want,
+        minimum=low,
+        maximum=high,
+        enum=tuple(choices) if isinstance(choices, list) else None,
+    )
+    problem = setting_problem(decl, default)
+    if problem is not None:
+        issues.append(
+            ManifestIssue(
+                source,
+                f"{where}.default",
+                f"the default {_short(default)} {problem}",
+                "change the default, or the bounds or choices it breaks",
+            )
+        )
     return issues
 
 
@@ -949,6 +1050,29 @@ def matches_type(value: object, want: str) -> bool:
     return isinstance(value, dict)
 
 
+def setting_problem(decl: SettingDecl, value: object) -> str | None:
+    """Why ``value`` cannot be ``decl``'s value, as what it must be ("must be a whole
+    number", "must be at least 1", "must be one of 'fast', 'slow'"); ``None`` if it can.
+
+    The same rules as JSON Schema's ``type``, ``minimum``, ``maximum`` and ``enum``, except
+    that a number must also be finite (NaN is neither below nor above any bound) and an
+    integer setting takes ``3``, not ``3.0`` (its plugin gets the ``int`` it was promised).
+    """
+    if not matches_type(value, decl.type):
+        return f"must be {TYPE_NAMES[decl.type]}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    # The manifest's choices have the setting's type (checked), so True is never among
+    # the choices of a number setting, where True == 1 would let it in.
+    if decl.enum is not None and value not in decl.enum:
+        return f"must be one of {', '.join(_short(choice) for choice in decl.enum)}"
+    if decl.minimum is not None and value < decl.minimum:  # type: ignore[operator]
+        return f"must be at least {_short(decl.minimum)}"
+    if decl.maximum is not None and value > decl.maximum:  # type: ignore[operator]
+        return f"must be at most {_short(decl.maximum)}"
+    return None
+
+
 def _enabled_by_default(value: object) -> bool | tuple[str, ...]:
     return tuple(str(kind) for kind in value) if isinstance(value, list | tuple) else bool(value)
 
@@ -984,6 +1108,9 @@ def _build(data: dict[str, Any], source: str) -> Manifest:
             env=s.get("env"),
             secret=bool(s.get("secret", False)),
             required=bool(s.get("required", False)),
+            minimum=s.get("minimum"),
+            maximum=s.get("maximum"),
+            enum=tuple(s["enum"]) if "enum" in s else None,
         )
         for name, s in sorted(data.get("config", {}).get("settings", {}).items())
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from hookspecs import PluginSettings
 
-from ._manifest import TYPE_NAMES, Manifest, SettingDecl, matches_type
+from ._manifest import TYPE_NAMES, Manifest, SettingDecl, matches_type, setting_problem
 
 
 def _from_env(decl: SettingDecl, raw: str) -> Any:
@@ -74,6 +74,13 @@ def resolve_settings(
                     f"not {TYPE_NAMES[decl.type]}; fix plugins.settings.{manifest.id}.{name}"
                 )
                 continue
+            problem = None if value is None else setting_problem(decl, value)
+            if problem is not None:
+                problems.append(
+                    f"{where} in the config is {shown or repr(value)}, but it {problem}; "
+                    f"fix plugins.settings.{manifest.id}.{name}"
+                )
+                continue
         if decl.env and decl.env in env:
             try:
                 value, present = _from_env(decl, env[decl.env]), True
@@ -81,6 +88,13 @@ def resolve_settings(
                 problems.append(
                     f"{where}: ${decl.env} is {shown or repr(env[decl.env])}, not "
                     f"{TYPE_NAMES[decl.type]}; fix the environment variable"
+                )
+                continue
+            problem = setting_problem(decl, value)
+            if problem is not None:
+                problems.append(
+                    f"{where}: ${decl.env} is {shown or repr(env[decl.env])}, but it "
+                    f"{problem}; fix the environment variable"
                 )
                 continue
         if decl.required and (not present or value in (None, "")):

@@ -125,17 +125,16 @@ def ask_for(
 
 
 def _parsed(plugin_id: str, decl: SettingDecl, text: str) -> Any:
-    from ._manifest import matches_type
+    from ._manifest import setting_problem
     from ._settings import _from_env
 
     try:
         value = _from_env(decl, text)
     except (ValueError, json.JSONDecodeError):
         value = None
-    if value is None or not matches_type(value, decl.type):
-        raise ConfigError(
-            f"plugin {plugin_id!r}: {decl.name} must be {TYPE_NAMES[decl.type]}, not {text!r}"
-        )
+    problem = f"must be {TYPE_NAMES[decl.type]}" if value is None else setting_problem(decl, value)
+    if problem is not None:
+        raise ConfigError(f"plugin {plugin_id!r}: {decl.name} {problem}, not {text!r}")
     return value
 
 

@@ -561,6 +561,10 @@ function showSettings(plugin) {
       row.appendChild(input);
       fields.push([s, input]);
       let hint = "";
+      if (s.minimum !== null && s.minimum !== undefined && s.maximum !== null && s.maximum !== undefined) {
+        hint += "From " + s.minimum + " to " + s.maximum + ". ";
+      } else if (s.minimum !== null && s.minimum !== undefined) hint += "At least " + s.minimum + ". ";
+      else if (s.maximum !== null && s.maximum !== undefined) hint += "At most " + s.maximum + ". ";
       if (s.env) hint += "$" + s.env + " overrides it" + (s.source === "environment" ? " (and is set now)" : "") + ". ";
       if (s.source === "config") hint += "Set in the config file.";
       else if (s.source === "default") hint += "Not set: the default applies.";
