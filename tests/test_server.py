@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from autogpt_core.cli._cli_run import DEMO_GOAL, demo_recording
 
 from .clirun import cli_env
+from .distfactory import write_plugin
 from .serverkit import API, TOKENS, WRITE_AND_FINISH, conforms, recording, running, sse_events
 
 
@@ -615,6 +617,59 @@ def test_serve_demo_makes_a_token_once_and_runs_the_demo_offline(tmp_path: Path)
     assert process.returncode == 0, err
     assert token not in "\n".join(lines) + out + err
     assert f"tokens from {token_file}" in "\n".join(lines)
+
+
+SLOW_START = """
+from pathlib import Path
+import os
+import trio
+from hookspecs import hookimpl
+
+@hookimpl
+async def autogpt_startup(runtime):
+    Path(os.environ["MARKS"], "startup-began").touch()
+    await trio.sleep(600)
+    Path(os.environ["MARKS"], "startup-ended").touch()
+
+@hookimpl
+def autogpt_shutdown(runtime):
+    Path(os.environ["MARKS"], "shutdown").touch()
+"""
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_a_signal_while_the_server_starts_stops_it_there(tmp_path: Path, command: str) -> None:
+    """Ctrl-C while a plugin is still starting (a slow autogpt_startup) stops the server
+    there, cleanly: the start is cancelled, plugins are shut down, nothing is served, exit
+    0. It used to wait for the start to end (the hook's deadline) and then stop."""
+    site, marks = tmp_path / "site", tmp_path / "marks"
+    marks.mkdir()
+    write_plugin(site, "slowstart", SLOW_START)
+    args = ["--port", "0"] if command == "serve" else ["--http", "--port", "0"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autogpt_core", command, *args],
+        env={**cli_env(tmp_path, site=site), "MARKS": str(marks)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(600):
+            if (marks / "startup-began").exists() or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (marks / "startup-began").exists(), process.communicate(timeout=60)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    assert f"autogpt {command}: stopping before the server started" in err
+    assert f"autogpt {command}: stopped before it started" in err
+    assert "listening on" not in out
+    assert "serving MCP" not in out
+    assert (marks / "shutdown").exists()
+    assert not (marks / "startup-ended").exists()
 
 
 def test_many_watchers_of_one_task_each_get_every_event(tmp_path: Path) -> None:

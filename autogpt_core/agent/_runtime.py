@@ -162,18 +162,27 @@ class Runtime:
             self._plugins = load(self.config, pm_factory=self._pm_factory)
         self.redactor.add(self.plugins.secrets)
         self.pm.register(ProviderBridge(self._models), name=CORE_PLUGIN_NAME)
+        starting = False
         try:
             self.config.data_dir.mkdir(parents=True, exist_ok=True)
             self._store = await AsyncStore.open(self.store_location)
             self._leases = Leases(
                 self._store, self.holder, period=self.lease_period, expiry=self.lease_expiry
             )
+            starting = True
             await self.pm.ahook.autogpt_startup.call(
                 {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
             )
         except BaseException:
             # __aexit__ does not run when __aenter__ fails: undo what was done here.
             with trio.CancelScope(shield=True):
+                if starting:
+                    # Startup was cut short (Ctrl-C, a signal to a starting server): the
+                    # plugins that started, or began to, close what they opened.
+                    with trio.move_on_after(self.hook_timeout or 30):
+                        await self.pm.ahook.autogpt_shutdown.call(
+                            {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
+                        )
                 if self._store is not None:
                     await self._store.aclose()
                     self._store = None

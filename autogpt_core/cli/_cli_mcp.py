@@ -92,10 +92,13 @@ def _serve_http(args: argparse.Namespace, config: Any, options: Any) -> int:
             task_status=task_status,
         )
 
-    serve_until_signalled(
+    if serve_until_signalled(
         start,
         lambda handle: announce(handle, "mcp", "serving MCP at {url}" + MCP_PATH),
+        "autogpt mcp",
         "autogpt mcp: stopping: calls in flight finish, sessions are saved",
-    )
-    print("autogpt mcp: stopped; every session was saved", file=sys.stderr)
+    ):
+        print("autogpt mcp: stopped; every session was saved", file=sys.stderr)
+    else:
+        print("autogpt mcp: stopped before it started", file=sys.stderr)
     return 0

@@ -149,29 +149,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
             task_status=task_status,
         )
 
-    serve_until_signalled(
+    if serve_until_signalled(
         start,
         lambda handle: announce(handle, "serve", "listening on {url} (web console: {url}/)"),
+        "autogpt serve",
         "autogpt serve: stopping: each task finishes its cycle and is saved",
-    )
-    print("autogpt serve: stopped; every task was saved", file=sys.stderr)
+    ):
+        print("autogpt serve: stopped; every task was saved", file=sys.stderr)
+    else:
+        print("autogpt serve: stopped before it started", file=sys.stderr)
     return 0
 
 
 def serve_until_signalled(
     start: Callable[[Any], Awaitable[None]],
     announce: Callable[[Any], None],
+    name: str,
     stopping_message: str,
-) -> None:
+) -> bool:
     """Run the server ``start`` starts (its handle has ``runtime``, ``stopping`` and
-    ``stop()``) until SIGINT or SIGTERM asks it to stop; a second signal stops it at once."""
+    ``stop()``) until SIGINT or SIGTERM asks it to stop; a second signal stops it at once.
+    ``name`` ("autogpt serve") starts the messages. Returns whether the server had started
+    (``False``: a signal stopped it while it started)."""
     import trio
 
     from hookspecs import printable
 
+    started: list[Any] = []  # the server's handle, once it started
+
     async def main() -> None:
-        # Signals are caught from the start: one that comes while the server starts
-        # stops it as cleanly as a later one.
+        # Signals are caught from the start and acted on at once. One that comes while the
+        # server starts (plugins loading, MCP servers listing their tools) cancels the
+        # start: nothing is served or running yet, and the runtime's exit closes what was
+        # opened. A later one stops the server, letting what runs finish.
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
 
@@ -179,19 +189,37 @@ def serve_until_signalled(
                     await start(task_status)
                     nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
 
+                async def watch() -> None:
+                    async for _ in signals:
+                        if not started:
+                            if nursery.cancel_scope.cancel_called:
+                                raise KeyboardInterrupt  # a second signal: stop now
+                            print(
+                                f"{name}: stopping before the server started (again to stop "
+                                "at once)",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                            nursery.cancel_scope.cancel()
+                        elif started[0].stopping.is_set():
+                            raise KeyboardInterrupt  # a second signal: stop now
+                        else:
+                            print(
+                                f"{stopping_message} (again to stop at once)",
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                            started[0].stop()
+
+                nursery.start_soon(watch)
                 handle = await nursery.start(run_server)
+                started.append(handle)
                 for warning in handle.runtime.warnings():
                     print(f"autogpt: warning: {printable(warning)}", file=sys.stderr)
                 announce(handle)
-                async for _ in signals:
-                    if handle.stopping.is_set():
-                        raise KeyboardInterrupt  # a second signal: stop now
-                    print(
-                        f"{stopping_message} (again to stop at once)", file=sys.stderr, flush=True
-                    )
-                    handle.stop()
 
     run_unwrapped(main)
+    return bool(started)
 
 
 def announce(handle: Any, command: str, listening: str) -> None:
