@@ -459,7 +459,13 @@ def valid_manifests(draw: st.DrawFn) -> dict[str, Any]:
             if draw(st.booleans()):
                 settings[name]["maximum"] = default + draw(st.integers(0, 100))
         if kind != "boolean" and draw(st.booleans()):
-            others = draw(st.lists(_SETTING_VALUES[kind], max_size=3))
+            low = settings[name].get("minimum", float("-inf"))
+            high = settings[name].get("maximum", float("inf"))
+            others = [
+                v
+                for v in draw(st.lists(_SETTING_VALUES[kind], max_size=3))
+                if kind == "string" or low <= v <= high
+            ]
             settings[name]["enum"] = list(dict.fromkeys([*others, default]))
     pid = draw(plugin_ids)
     others = st.lists(plugin_ids.filter(lambda o: o != pid), max_size=2, unique=True)

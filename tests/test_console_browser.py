@@ -283,7 +283,7 @@ def test_enabling_and_settings_write_the_config_file_and_say_when_they_apply(
         assert changed.status_code == 200, changed.text
         timeout = next(s for s in changed.json()["settings"] if s["name"] == "timeout")
         assert (timeout["value"], timeout["default"], timeout["source"]) == (7.5, 20, "config")
-        assert (timeout["minimum"], timeout["maximum"], timeout["enum"]) == (1, 600, None)
+        assert (timeout["minimum"], timeout["maximum"], timeout["enum"]) == (0, None, None)
         config = load_config(tmp_path / "config.yaml")
         assert "web" in config.enable
         assert config.plugin_settings["web"] == {"timeout": 7.5}
@@ -312,11 +312,11 @@ def test_enabling_and_settings_write_the_config_file_and_say_when_they_apply(
         ({"settings": {"max_bytes": True}}, "settings.max_bytes: must be a whole number"),
         ({"settings": {"colour": "red"}}, "settings.colour: plugin 'web' has no such setting"),
         (
-            {"settings": {"timeout": 0}},
-            "settings.timeout: plugin 'web': setting 'timeout' in the config is 0, but it must "
-            "be at least 1",
+            {"settings": {"timeout": -1}},
+            "settings.timeout: plugin 'web': setting 'timeout' in the config is -1, but it must "
+            "be at least 0",
         ),
-        ({"settings": {"timeout": 601}}, "settings.timeout: plugin 'web'"),
+        ({"settings": {"max_bytes": 0}}, "settings.max_bytes: plugin 'web'"),
         ({"settings": []}, "settings: give the settings"),
         ({}, "settings: give the settings"),
     ],

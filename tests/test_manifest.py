@@ -545,7 +545,26 @@ def _with_setting(setting: str) -> str:
         (
             "{type: integer, enum: [1, two]}",
             "config.settings.limit.enum[1]",
-            "the choice 'two' is not a whole number",
+            "the choice 'two' must be a whole number",
+        ),
+        (
+            "{type: number, enum: [.inf, 1.5]}",
+            "config.settings.limit.enum[0]",
+            "the choice inf must be a finite number",
+        ),
+        (
+            "{type: integer, minimum: 2, enum: [1, 3]}",
+            "config.settings.limit.enum[0]",
+            "the choice 1 must be at least 2",
+        ),
+        # Not numbers: the schema says so, and the other checks do not trip over them (YAML
+        # 1.1 reads 1e3 as a string).
+        ("{type: integer, maximum: 1e3, default: 10}", "config.settings.limit.maximum", "1e3"),
+        ("{type: integer, minimum: [1], default: 10}", "config.settings.limit.minimum", "[1]"),
+        (
+            "{type: string, minimum: 1, default: 10}",
+            "config.settings.limit.minimum",
+            "'minimum' applies to integer and number settings",
         ),
         (
             "{type: integer, minimum: 1, default: 0}",
@@ -574,6 +593,19 @@ def test_setting_bounds_and_choices_are_checked(setting: str, field: str, proble
     type, and the default obeys both: each mistake is named where it is."""
     issues = _issues(_with_setting(setting))
     assert any(f == field and problem in p for f, p in issues), issues
+
+
+def test_a_bound_too_large_for_a_float_is_a_bound() -> None:
+    """Python's ints have no limit: a 400-digit bound is finite and compares exactly."""
+    huge = "1" + "0" * 400
+    manifest = parse_manifest(_with_setting(f"{{type: integer, minimum: {huge}}}"))
+    (decl,) = manifest.settings
+    assert setting_problem(decl, 10**400) is None
+    problem = setting_problem(decl, 10**400 - 1)
+    assert problem is not None
+    assert len(problem) < 100  # the bound is shortened in messages
+    issues = _issues(_with_setting(f"{{type: integer, minimum: {huge}, default: 1}}"))
+    assert [f for f, _ in issues] == ["config.settings.limit.default"]
 
 
 def test_setting_bounds_and_choices_load() -> None:
@@ -648,3 +680,25 @@ def test_setting_problem_is_json_schema_for_finite_values(case: tuple[dict[str, 
         assert problem == "must be a whole number"
     else:
         assert (problem is None) == valid, (schema, value, problem)
+
+
+def test_a_check_that_trips_is_this_manifests_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A semantic check that raises on a value it did not expect makes a ManifestError
+    for that manifest (discovery and the index go on with the others), listed with the
+    schema's problems when there are some."""
+    from autogpt_core.plugins import _manifest
+
+    def trips(*args: object) -> list[object]:
+        raise TypeError("'>' not supported between instances of 'int' and 'str'")
+
+    monkeypatch.setattr(_manifest, "_constraint_issues", trips)
+    issues = _issues(_with_setting("{type: integer, default: 1}"))
+    assert issues == [
+        (
+            "",
+            "the manifest could not be checked (TypeError: '>' not "
+            "supported between instances of 'int' and 'str')",
+        )
+    ]
+    issues = _issues(_with_setting("{type: integer, default: 1, secret: maybe}"))
+    assert [f for f, _ in issues] == ["config.settings.limit.secret"]

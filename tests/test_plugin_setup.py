@@ -256,3 +256,20 @@ def test_an_answer_outside_the_settings_bounds_is_refused(tmp_path: Path) -> Non
     )
     assert answers is not None
     assert answers.settings == {"quota": {"per_day": 100, "plan": "paid"}}
+
+
+def test_a_secret_answer_is_checked_and_never_shown(tmp_path: Path) -> None:
+    """A secret typed at enable time obeys its setting's rules too (it would break the
+    plugin at its next load otherwise), and the refusal does not repeat it."""
+    manifest = parse_manifest(
+        "manifest_version: 1\nid: vault\nname: Vault\nversion: '1'\n"
+        "permissions: ['secrets:VAULT_PIN']\nconfig:\n  settings:\n"
+        "    pin: {type: integer, secret: true, env: VAULT_PIN, required: true, minimum: 1000}\n"
+    )
+    need = needs(manifest, Config(path=tmp_path / "c.yaml", data_dir=tmp_path), environ={})
+    with pytest.raises(ConfigError) as info:
+        ask_for([(manifest, need)], ask=input, ask_secret=lambda _: "42", say=print)
+    assert str(info.value) == "plugin 'vault': pin must be at least 1000, not what was typed"
+    answers = ask_for([(manifest, need)], ask=input, ask_secret=lambda _: "4242", say=print)
+    assert answers is not None
+    assert answers.secrets == {"VAULT_PIN": "4242"}

@@ -133,6 +133,18 @@ def test_resolve_is_realpath_confined_to_the_root(paths: list[PathSpec]) -> None
             assert got == _resolved_by_realpath(layout.root, path), path
 
 
+def test_a_root_replaced_by_a_link_is_not_walked_down(layout: Layout) -> None:
+    """The workspace directory moved away and a link put in its place: paths are resolved
+    through the link, as realpath sees them, and refused, as before the walk existed."""
+    ws = Workspace(layout.root)
+    assert ws.resolve("sub/notes.txt") == layout.root / "sub" / "notes.txt"
+    layout.root.rename(layout.tmp / "moved")
+    layout.root.symlink_to(layout.outside)
+    for attempt in (ws.resolve, ws.exists, ws.read_text):
+        with pytest.raises(WorkspaceError, match="symbolic link that points outside"):
+            attempt("secret.txt")
+
+
 def test_resolve_walks_down_from_the_root(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
     """A plain relative path costs one lookup per name of its own, not one per name of the
     root's absolute path too; a link on the way still takes realpath's route."""
@@ -146,10 +158,11 @@ def test_resolve_walks_down_from_the_root(layout: Layout, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(os, "lstat", counting_lstat)
     assert ws.resolve("sub/notes.txt") == layout.root / "sub" / "notes.txt"
-    assert looked_up == [str(layout.root / "sub"), str(layout.root / "sub" / "notes.txt")]
+    root = str(layout.root)
+    assert looked_up == [root, f"{root}/sub", f"{root}/sub/notes.txt"]
     looked_up.clear()
     assert ws.resolve(".") == layout.root
-    assert looked_up == []
+    assert looked_up == [root]
     assert ws.resolve("inner/notes.txt") == layout.root / "sub" / "notes.txt"
     with pytest.raises(WorkspaceError, match="symbolic link"):
         ws.resolve("out/secret.txt")

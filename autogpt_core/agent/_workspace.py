@@ -80,7 +80,8 @@ class Workspace:
             if create:
                 Path(root).mkdir(parents=True, exist_ok=True)
             real = Path(os.path.realpath(root))
-            if not real.is_dir():
+            info = real.stat()
+            if not stat.S_ISDIR(info.st_mode):
                 raise NotADirectoryError(errno.ENOTDIR, "not a directory")
         except OSError as exc:
             raise WorkspaceError(
@@ -88,8 +89,10 @@ class Workspace:
                 "Fix: give a directory that exists or can be created."
             ) from exc
         self.root = real
-        # The root as the start of a path ("" for "/", so that names join as "/name").
+        # The root as the start of a path ("" for "/", so that names join as "/name"), and
+        # which directory it is: a root since replaced (by a link, say) is not walked down.
         self._prefix = str(real).rstrip("/")
+        self._root_id = (info.st_dev, info.st_ino)
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -133,9 +136,10 @@ class Workspace:
 
     def _below(self, path: str) -> Path | None:
         """What ``os.path.realpath`` makes of ``path`` under the root, found by walking
-        down from the root (real already) with one ``lstat`` per name, instead of one per
-        name of the whole absolute path; ``None`` for a path that needs the general route:
-        an absolute one, one with ``..``, or one through a symbolic link.
+        down from the root (real already, and checked to be the same directory) with one
+        ``lstat`` per name, instead of one per name of the whole absolute path; ``None``
+        for a path that needs the general route: an absolute one, one with ``..``, one
+        through a symbolic link, or any when the root is no longer that directory.
 
         Like ``realpath``, a name that cannot be looked up (missing, or under a file) is
         taken as it is.
@@ -143,6 +147,12 @@ class Workspace:
         if os.sep != "/" or path.startswith("/"):
             return None
         current = self._prefix
+        try:
+            info = os.lstat(current or "/")
+        except OSError:
+            return None
+        if (info.st_dev, info.st_ino) != self._root_id:
+            return None  # the root was replaced: realpath's route sees where it leads
         for part in path.split("/"):
             if not part or part == ".":
                 continue

@@ -290,8 +290,20 @@ def validate_manifest(data: object, *, source: str = "<manifest>") -> Manifest:
         raise ManifestError(issues)
     issues = _schema_issues(data, source)
     # The semantic checks run on schema-invalid data too, so that one error lists every
-    # problem; they skip whatever the schema check reports.
-    issues.extend(_semantic_issues(data, source))
+    # problem; they skip whatever the schema check reports. Should one of them still trip
+    # over a value it did not expect, that is this manifest's error, not every command's.
+    try:
+        issues.extend(_semantic_issues(data, source))
+    except Exception as exc:  # noqa: BLE001
+        if not issues:
+            issues.append(
+                ManifestIssue(
+                    source,
+                    "",
+                    f"the manifest could not be checked ({type(exc).__name__}: {exc})",
+                    "report this as a bug in autogpt-core, with the manifest",
+                )
+            )
     if issues:
         raise ManifestError(issues)
     return _build(data, source)
@@ -608,7 +620,7 @@ def _semantic_issues(data: dict[str, Any], source: str) -> list[ManifestIssue]:
                     f"make the default {TYPE_NAMES[want]}, or change 'type'",
                 )
             )
-        elif want in _SETTING_TYPES:
+        if want in _SETTING_TYPES:
             issues.extend(_constraint_issues(setting, want, where, source))
     return issues
 
@@ -617,11 +629,15 @@ def _constraint_issues(
     setting: dict[Any, Any], want: str, where: str, source: str
 ) -> list[ManifestIssue]:
     """A setting's ``minimum``, ``maximum`` and ``enum``: each fits its type, the bounds
-    are finite and in order, the choices have the setting's type, and the default obeys
-    them all."""
+    are finite numbers in order, the choices have the setting's type, are finite and obey
+    the bounds, and the default (if it has the setting's type) obeys them all. A bound or
+    a choice the schema already refuses (not a number, not a list) is skipped here."""
     issues: list[ManifestIssue] = []
-    bounds = {k: setting[k] for k in ("minimum", "maximum") if k in setting}
-    for key, bound in bounds.items():
+    bounds: dict[str, int | float] = {}
+    for key in ("minimum", "maximum"):
+        if key not in setting:
+            continue
+        bound = setting[key]
         if want not in ("integer", "number"):
             issues.append(
                 ManifestIssue(
@@ -631,7 +647,9 @@ def _constraint_issues(
                     f"remove '{key}', or make the type integer or number",
                 )
             )
-        elif isinstance(bound, int | float) and not math.isfinite(bound):
+        elif not _is_number(bound):
+            continue  # the schema says what it is
+        elif isinstance(bound, float) and not math.isfinite(bound):
             issues.append(
                 ManifestIssue(
                     source,
@@ -640,8 +658,10 @@ def _constraint_issues(
                     f"give a finite '{key}', or remove it for no bound",
                 )
             )
+        else:
+            bounds[key] = bound
     low, high = bounds.get("minimum"), bounds.get("maximum")
-    if isinstance(low, int | float) and isinstance(high, int | float) and low > high:
+    if low is not None and high is not None and low > high:
         issues.append(
             ManifestIssue(
                 source,
@@ -650,8 +670,10 @@ def _constraint_issues(
                 "swap them, or fix the one that is wrong",
             )
         )
+    bounded = SettingDecl(name=where, type=want, minimum=low, maximum=high)
     choices = setting.get("enum")
-    if isinstance(choices, list):
+    valid_choices: list[Any] = []
+    if isinstance(choices, list) and choices:
         if want not in ("string", "integer", "number"):
             issues.append(
                 ManifestIssue(
@@ -662,27 +684,27 @@ def _constraint_issues(
                     "remove 'enum', or make the type string, integer or number",
                 )
             )
-        for i, choice in enumerate(choices):
-            if not matches_type(choice, want):
+        else:
+            for i, choice in enumerate(choices):
+                problem = setting_problem(bounded, choice)
+                if problem is None:
+                    valid_choices.append(choice)
+                    continue
                 issues.append(
                     ManifestIssue(
                         source,
                         f"{where}.enum[{i}]",
-                        f"the choice {_short(choice)} is not {TYPE_NAMES[want]}",
-                        f"make every choice {TYPE_NAMES[want]}, or change 'type'",
+                        f"the choice {_short(choice)} {problem}",
+                        "make every choice a value the setting may take, or change "
+                        "'type', 'minimum' or 'maximum'",
                     )
                 )
     default = setting.get("default")
-    if issues or default is None:
+    if issues or default is None or not matches_type(default, want):
         return issues
-    decl = SettingDecl(
-        name=where,
-        type=want,
-        minimum=low,
-        maximum=high,
-        enum=tuple(choices) if isinstance(choices, list) else None,
-    )
-    problem = setting_problem(decl, default)
+    if isinstance(choices, list) and choices:
+        bounded = attrs.evolve(bounded, enum=tuple(valid_choices))
+    problem = setting_problem(bounded, default)
     if problem is not None:
         issues.append(
             ManifestIssue(
@@ -693,6 +715,10 @@ def _constraint_issues(
             )
         )
     return issues
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 _SETTING_TYPES = ("string", "integer", "number", "boolean", "array", "object")

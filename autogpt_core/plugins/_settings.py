@@ -10,7 +10,14 @@ from typing import Any
 
 from hookspecs import PluginSettings
 
-from ._manifest import TYPE_NAMES, Manifest, SettingDecl, matches_type, setting_problem
+from ._manifest import (
+    TYPE_NAMES,
+    Manifest,
+    SettingDecl,
+    _short,
+    matches_type,
+    setting_problem,
+)
 
 
 def _from_env(decl: SettingDecl, raw: str) -> Any:
@@ -77,7 +84,7 @@ def resolve_settings(
             problem = None if value is None else setting_problem(decl, value)
             if problem is not None:
                 problems.append(
-                    f"{where} in the config is {shown or repr(value)}, but it {problem}; "
+                    f"{where} in the config is {shown or _short(value)}, but it {problem}; "
                     f"fix plugins.settings.{manifest.id}.{name}"
                 )
                 continue
@@ -93,7 +100,7 @@ def resolve_settings(
             problem = setting_problem(decl, value)
             if problem is not None:
                 problems.append(
-                    f"{where}: ${decl.env} is {shown or repr(env[decl.env])}, but it "
+                    f"{where}: ${decl.env} is {shown or _short(env[decl.env])}, but it "
                     f"{problem}; fix the environment variable"
                 )
                 continue

@@ -114,6 +114,8 @@ def ask_for(
                 if not value:
                     say(f"Nothing given: {manifest.id} stays disabled.")
                     return None
+                # Checked as the environment variable will be read at load; never shown.
+                _parsed(manifest.id, decl, value, secret=True)
                 secrets[decl.env] = value
                 continue
             text = ask(f"{what} [{TYPE_NAMES[decl.type]}]: ").strip()
@@ -124,8 +126,8 @@ def ask_for(
     return Answers(accepted, settings, secrets)
 
 
-def _parsed(plugin_id: str, decl: SettingDecl, text: str) -> Any:
-    from ._manifest import setting_problem
+def _parsed(plugin_id: str, decl: SettingDecl, text: str, *, secret: bool = False) -> Any:
+    from ._manifest import _short, setting_problem
     from ._settings import _from_env
 
     try:
@@ -134,7 +136,8 @@ def _parsed(plugin_id: str, decl: SettingDecl, text: str) -> Any:
         value = None
     problem = f"must be {TYPE_NAMES[decl.type]}" if value is None else setting_problem(decl, value)
     if problem is not None:
-        raise ConfigError(f"plugin {plugin_id!r}: {decl.name} {problem}, not {text!r}")
+        given = "what was typed" if secret else _short(text)
+        raise ConfigError(f"plugin {plugin_id!r}: {decl.name} {problem}, not {given}")
     return value
 
 
