@@ -236,10 +236,16 @@ def session_end(session: SessionView) -> None:
 
 def _describe(session: SessionView) -> tuple[str, str]:
     """The resource line, and the names of the files (one a line; "" if there are none)."""
+    # The session's Workspace when its commands made one (resolving a root costs a
+    # realpath of every name in it); a new one, not creating the directory, otherwise.
+    cached = _workspaces.get(session.id)
     try:
-        names = Workspace(session.workspace, create=False).list_dir(
-            recursive=True, limit=_PROMPT_FILES + 1
+        ws = (
+            cached[1]
+            if cached is not None and cached[0] == session.workspace
+            else Workspace(session.workspace, create=False)
         )
+        names = ws.list_dir(recursive=True, limit=_PROMPT_FILES + 1)
     except WorkspaceError:
         names = []  # not created yet: the first write creates it
     if not names:
