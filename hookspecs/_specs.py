@@ -62,7 +62,9 @@ def autogpt_startup(runtime: RuntimeView) -> None:
 def autogpt_shutdown(runtime: RuntimeView) -> None:
     """Called once when the runtime stops, even after an error or Ctrl-C.
 
-    Close what ``autogpt_startup`` opened. The return value is ignored.
+    Close what ``autogpt_startup`` opened. The return value is ignored. Also called when
+    the start is cut short, so this plugin's ``autogpt_startup`` may not have run or
+    finished: close only what exists.
     """
 
 
