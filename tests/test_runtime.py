@@ -210,3 +210,43 @@ async def test_resume_refuses_damaged_stored_options(
             ConfigError, match=f"session damaged has a stored option {next(iter(config))}"
         ):
             await rt.resume("damaged")
+
+
+class _SlowStartFailingShutdown:
+    """Starts slowly; its shutdown wrapper raises after the other implementations ran."""
+
+    def __init__(self) -> None:
+        self.shutdowns = 0
+
+    @hookimpl
+    async def autogpt_startup(self, runtime: object) -> None:
+        await trio.sleep(600)
+
+    @hookimpl(wrapper=True)
+    def autogpt_shutdown(self, runtime: object) -> Any:
+        self.shutdowns += 1
+        yield
+        raise RuntimeError("cannot close")
+
+
+async def test_a_start_cut_short_shuts_plugins_down_and_closes_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cancelled while a plugin's autogpt_startup runs (a signal to a starting server),
+    the runtime calls autogpt_shutdown, closes the store and unregisters its bridge even
+    when a shutdown raises, and the cancellation, not that error, is what goes on."""
+    from autogpt_core.agent._model import CORE_PLUGIN_NAME
+
+    config = _config(tmp_path)
+    plugins = load(config)
+    plugin = _SlowStartFailingShutdown()
+    plugins.pm.register(plugin, name="cutstart")
+    rt = Runtime(config, plugins=plugins)
+    with trio.move_on_after(1) as cut:
+        async with rt:
+            raise AssertionError("the start cannot finish")
+    assert cut.cancelled_caught
+    assert plugin.shutdowns == 1
+    assert rt._store is None
+    assert plugins.pm.get_plugin(CORE_PLUGIN_NAME) is None
+    assert "cannot close" in capsys.readouterr().err

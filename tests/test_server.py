@@ -11,9 +11,11 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import trio
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -715,3 +717,56 @@ def test_concurrent_looks_record_a_new_file_once(tmp_path: Path) -> None:
                 seen = list(pool.map(look, [task_id] * 8))
                 assert all(len(s) == 2 for s in seen), seen
                 assert all(s == seen[0] for s in seen)
+
+
+class _FakeHandle:
+    """What serve_until_signalled needs of a started server."""
+
+    def __init__(self) -> None:
+        self.stopping = trio.Event()
+        self.runtime = self
+        self.stopped_gracefully = False
+
+    def warnings(self) -> list[str]:
+        return []
+
+    def stop(self) -> None:
+        self.stopped_gracefully = True
+        self.stopping.set()
+
+
+def test_a_signal_as_the_server_starts_stops_it_gracefully(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A signal that arrives as the start completes either comes before the server serves
+    (the start is cancelled) or after (the server is stopped the graceful way), never in
+    between: a server that serves is never cancelled as if it were still starting. The
+    signal lands 0-2 checkpoints before the start completes, many times, since trio runs
+    the tasks woken together in a random order."""
+    import os
+
+    from autogpt_core.cli._cli_serve import serve_until_signalled
+
+    for attempt in range(30):
+        handle = _FakeHandle()
+        served = False
+
+        async def start(
+            task_status: Any, handle: _FakeHandle = handle, checkpoints: int = attempt % 3
+        ) -> None:
+            nonlocal served
+            os.kill(os.getpid(), signal.SIGINT)  # delivered at a coming checkpoint
+            for _ in range(checkpoints):
+                await trio.lowlevel.checkpoint()
+            task_status.started(handle)
+            served = True
+            await handle.stopping.wait()  # serves until stopped, then drains
+
+        started = serve_until_signalled(start, lambda _: None, "autogpt serve", "stopping")
+        err = capsys.readouterr().err
+        assert started is served
+        if served:
+            assert handle.stopped_gracefully, attempt
+            assert "before the server started" not in err
+        else:
+            assert "before the server started" in err

@@ -55,6 +55,9 @@ from ._plugin_control import PluginControls
 from ._redact import Redactor
 from ._session import Session, history_from_cycles, new_session_id
 
+#: Seconds ``autogpt_shutdown`` may take after a start cut short (``Runtime.__aenter__``).
+CUT_START_SHUTDOWN = 5.0
+
 
 @attrs.frozen
 class Channel:
@@ -176,19 +179,42 @@ class Runtime:
         except BaseException:
             # __aexit__ does not run when __aenter__ fails: undo what was done here.
             with trio.CancelScope(shield=True):
-                if starting:
-                    # Startup was cut short (Ctrl-C, a signal to a starting server): the
-                    # plugins that started, or began to, close what they opened.
-                    with trio.move_on_after(self.hook_timeout or 30):
-                        await self.pm.ahook.autogpt_shutdown.call(
-                            {"runtime": self.view()}, timeout=self.hook_timeout, isolate=self._warn
-                        )
-                if self._store is not None:
-                    await self._store.aclose()
-                    self._store = None
-            self.pm.unregister(name=CORE_PLUGIN_NAME)
+                try:
+                    if starting:
+                        await self._shutdown_cut_start()
+                finally:
+                    if self._store is not None:
+                        await self._store.aclose()
+                        self._store = None
+                    self.pm.unregister(name=CORE_PLUGIN_NAME)
             raise
         return self
+
+    async def _shutdown_cut_start(self) -> None:
+        """``autogpt_shutdown`` after a start cut short (Ctrl-C, a signal to a starting
+        server), so that plugins close what their ``autogpt_startup`` opened or began to.
+        Whoever cut the start is stopping: this waits at most ``CUT_START_SHUTDOWN``
+        seconds, and what goes wrong is a warning, never the error the stop ends with."""
+        limit = min(CUT_START_SHUTDOWN, self.hook_timeout or CUT_START_SHUTDOWN)
+        try:
+            with trio.move_on_after(limit) as waited:
+                await self.pm.ahook.autogpt_shutdown.call(
+                    {"runtime": self.view()}, timeout=limit, isolate=self._warn
+                )
+            if waited.cancelled_caught:
+                print(
+                    f"autogpt: warning: plugins were still shutting down after {limit:g} s "
+                    "(the start was cut short); stopped waiting",
+                    file=sys.stderr,
+                )
+        except HookError as error:
+            self._warn(error)
+        except Exception as exc:  # noqa: BLE001 - the cut start's own error goes on
+            print(
+                f"autogpt: warning: shutting plugins down after a cut start failed: "
+                f"{self.redactor.text(f'{type(exc).__name__}: {exc}')}",
+                file=sys.stderr,
+            )
 
     async def __aexit__(
         self,

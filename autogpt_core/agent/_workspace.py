@@ -151,8 +151,10 @@ class Workspace:
             info = os.lstat(current or "/")
         except OSError:
             return None
-        if (info.st_dev, info.st_ino) != self._root_id:
-            return None  # the root was replaced: realpath's route sees where it leads
+        if not stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) != self._root_id:
+            # The root was replaced (a link may even reuse the directory's inode number):
+            # realpath's route sees where it leads.
+            return None
         for part in path.split("/"):
             if not part or part == ".":
                 continue

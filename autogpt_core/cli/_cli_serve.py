@@ -186,7 +186,7 @@ def serve_until_signalled(
             async with trio.open_nursery() as nursery:
 
                 async def run_server(task_status: Any) -> None:
-                    await start(task_status)
+                    await start(_Started(task_status, started))
                     nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
 
                 async def watch() -> None:
@@ -213,13 +213,28 @@ def serve_until_signalled(
 
                 nursery.start_soon(watch)
                 handle = await nursery.start(run_server)
-                started.append(handle)
+                if handle.stopping.is_set():
+                    return  # a signal came as it started: it stops, nothing to announce
                 for warning in handle.runtime.warnings():
                     print(f"autogpt: warning: {printable(warning)}", file=sys.stderr)
                 announce(handle)
 
     run_unwrapped(main)
     return bool(started)
+
+
+class _Started:
+    """A start's task status that also records the server's handle in ``into`` the moment
+    it serves, so that a signal from then on stops it gracefully (before
+    ``nursery.start`` has returned the handle)."""
+
+    def __init__(self, task_status: Any, into: list[Any]) -> None:
+        self.task_status = task_status
+        self.into = into
+
+    def started(self, handle: Any = None) -> None:
+        self.into.append(handle)
+        self.task_status.started(handle)
 
 
 def announce(handle: Any, command: str, listening: str) -> None:

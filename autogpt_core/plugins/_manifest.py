@@ -294,7 +294,7 @@ def validate_manifest(data: object, *, source: str = "<manifest>") -> Manifest:
     # over a value it did not expect, that is this manifest's error, not every command's.
     try:
         issues.extend(_semantic_issues(data, source))
-    except Exception as exc:  # noqa: BLE001
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as exc:
         if not issues:
             issues.append(
                 ManifestIssue(
