@@ -770,3 +770,28 @@ def test_a_signal_as_the_server_starts_stops_it_gracefully(
             assert "before the server started" not in err
         else:
             assert "before the server started" in err
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
+def test_a_port_in_use_is_one_clear_line(tmp_path: Path, command: list[str]) -> None:
+    """A port something else listens on: exit 2 with the address, the reason and the fix,
+    not a traceback of exception groups."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "autogpt_core", *command, "--port", str(port)],
+            env={**cli_env(tmp_path), "AUTOGPT_TOKEN": "t" * 32},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"autogpt: error: Cannot listen on 127.0.0.1:{port}: Address already in use. Fix: "
+        "choose another --port (0 takes a free one), or stop what listens there; for "
+        "--host, give an address of this machine."
+    ]

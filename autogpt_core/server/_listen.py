@@ -11,6 +11,8 @@ from typing import Any
 
 import trio
 
+from .._errors import ConfigError
+
 #: After ``stop()``: how long responses in flight may take to go out before ``close()``
 #: closes the connections still open (event streams stay open by design).
 CLOSE_SECONDS = 2.0
@@ -38,13 +40,27 @@ class Listener:
     async def _serve(self, task_status: trio.TaskStatus[list[str]]) -> None:
         import hypercorn.trio
 
+        listening = _Listening(task_status)
         with self._scope:
-            await hypercorn.trio.serve(
-                self.app,
-                self.config,
-                shutdown_trigger=self.stopping.wait,
-                task_status=task_status,
-            )
+            try:
+                await hypercorn.trio.serve(
+                    self.app,
+                    self.config,
+                    shutdown_trigger=self.stopping.wait,
+                    task_status=listening,
+                )
+            except* OSError as group:
+                if listening.started_called:
+                    raise
+                # The address cannot be bound (in use, not this machine's, a privileged
+                # port): the user's --host/--port, said as such, not as a traceback.
+                first = _first_leaf(group)
+                why = (first.strerror if isinstance(first, OSError) else None) or str(first)
+                raise ConfigError(
+                    f"Cannot listen on {self.config.bind[0]}: {why}. Fix: choose another "
+                    "--port (0 takes a free one), or stop what listens there; for --host, "
+                    "give an address of this machine."
+                ) from None
         self._done.set()
 
     def stop(self) -> None:
@@ -56,3 +72,22 @@ class Listener:
         with trio.move_on_after(seconds):
             await self._done.wait()
         self._scope.cancel()
+
+
+class _Listening:
+    """hypercorn's task status, noting whether it got to listen."""
+
+    def __init__(self, task_status: trio.TaskStatus[list[str]]) -> None:
+        self.task_status = task_status
+        self.started_called = False
+
+    def started(self, value: Any = None) -> None:
+        self.started_called = True
+        self.task_status.started(value)
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found
