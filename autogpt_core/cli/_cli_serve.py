@@ -175,6 +175,8 @@ def serve_until_signalled(
 
     from hookspecs import printable
 
+    from ..server._listen import RecordingStatus
+
     started: list[Any] = []  # the server's handle, once it started
 
     async def main() -> None:
@@ -186,7 +188,9 @@ def serve_until_signalled(
             async with trio.open_nursery() as nursery:
 
                 async def run_server(task_status: Any) -> None:
-                    await start(_Started(task_status, started))
+                    # The handle is in ``started`` the moment the server serves: a signal
+                    # from then on stops it gracefully, not as a start.
+                    await start(RecordingStatus(task_status, into=started))
                     nursery.cancel_scope.cancel()  # drained and closed: the watcher goes too
 
                 async def watch() -> None:
@@ -221,20 +225,6 @@ def serve_until_signalled(
 
     run_unwrapped(main)
     return bool(started)
-
-
-class _Started:
-    """A start's task status that also records the server's handle in ``into`` the moment
-    it serves, so that a signal from then on stops it gracefully (before
-    ``nursery.start`` has returned the handle)."""
-
-    def __init__(self, task_status: Any, into: list[Any]) -> None:
-        self.task_status = task_status
-        self.into = into
-
-    def started(self, handle: Any = None) -> None:
-        self.into.append(handle)
-        self.task_status.started(handle)
 
 
 def announce(handle: Any, command: str, listening: str) -> None:

@@ -40,7 +40,7 @@ class Listener:
     async def _serve(self, task_status: trio.TaskStatus[list[str]]) -> None:
         import hypercorn.trio
 
-        listening = _Listening(task_status)
+        listening = RecordingStatus(task_status)
         with self._scope:
             try:
                 await hypercorn.trio.serve(
@@ -50,7 +50,7 @@ class Listener:
                     task_status=listening,
                 )
             except* OSError as group:
-                if listening.started_called:
+                if listening.values:
                     raise
                 # The address cannot be bound (in use, not this machine's, a privileged
                 # port): the user's --host/--port, said as such, not as a traceback.
@@ -74,15 +74,17 @@ class Listener:
         self._scope.cancel()
 
 
-class _Listening:
-    """hypercorn's task status, noting whether it got to listen."""
+class RecordingStatus:
+    """A task status that passes ``started`` on and keeps its value in ``values`` (``into``
+    when given): whoever holds it knows the task started the moment it does, before
+    ``nursery.start`` returns."""
 
-    def __init__(self, task_status: trio.TaskStatus[list[str]]) -> None:
+    def __init__(self, task_status: Any, into: list[Any] | None = None) -> None:
         self.task_status = task_status
-        self.started_called = False
+        self.values: list[Any] = [] if into is None else into
 
     def started(self, value: Any = None) -> None:
-        self.started_called = True
+        self.values.append(value)
         self.task_status.started(value)
 
 

@@ -68,13 +68,7 @@ class PluginThread:
                 job.answer((False, PluginCallError(f"{type(exc).__name__}: {exc}")))
         # Closed: nothing queued after the close runs (``_submit`` refuses new jobs; this
         # answers any that raced in).
-        while True:
-            try:
-                job = self._jobs.get_nowait()
-            except queue.Empty:
-                return
-            if job is not None:
-                job.answer((False, PluginClosed(f"the classic plugin {self.name} was unloaded")))
+        self._refuse(self._take_queued())
 
     def _submit(self, job: _Job) -> None:
         with self._lock:
@@ -130,14 +124,21 @@ class PluginThread:
                 return
             self._closed = True
             # First in line: queued calls are answered, not run.
-            pending: list[_Job] = []
-            while True:
-                try:
-                    job = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is not None:
-                    pending.append(job)
+            pending = self._take_queued()
             self._jobs.put(None)
-        for job in pending:
+        self._refuse(pending)
+
+    def _take_queued(self) -> list[_Job]:
+        """The jobs queued now, taken off the queue (a close marker is dropped)."""
+        taken: list[_Job] = []
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                return taken
+            if job is not None:
+                taken.append(job)
+
+    def _refuse(self, jobs: list[_Job]) -> None:
+        for job in jobs:
             job.answer((False, PluginClosed(f"the classic plugin {self.name} was unloaded")))
